@@ -1,0 +1,34 @@
+# The two set-up commands of the README:
+#   make run    install what is missing, build, generate a few tokens from the bundled demo model
+#   make test   install what is missing (incl. the tests' npm packages), build, run every test
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: run test build deps test-deps demo clean
+
+deps:
+	scripts/install-deps.sh
+
+test-deps:
+	scripts/install-deps.sh --test
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/mxserve make-demo --out $(BUILD)/demo-model
+
+run: deps
+	$(MAKE) demo
+	$(BUILD)/mxserve run $(BUILD)/demo-model --prompt-ids 1,2,3,4 --max-tokens 16
+
+test: test-deps
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mxserve needs to build and test (only those missing), and the
+# npm packages of the tests from their lock file. Usage: scripts/install-deps.sh [--test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
+      libpcre2-dev libcpp-httplib-dev libgtest-dev)
+if [[ "${1:-}" == "--test" ]]; then
+  pkgs+=(nodejs npm)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node/npm may come from outside Debian (nvm, nodesource): accept any working ones.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+if [[ "${1:-}" == "--test" && -f tests/js/package-lock.json ]]; then
+  if [[ ! -d tests/js/node_modules ]] || [[ tests/js/package-lock.json -nt tests/js/node_modules ]]; then
+    (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

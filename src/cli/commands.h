@@ -1,0 +1,20 @@
+// Subcommands of the `mxserve` binary. Each register_* adds one subcommand with its flags and
+// help text; its callback throws CLI::RuntimeError(code) on failure so that only main exits.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace mx::cli {
+
+void register_run(CLI::App& app);
+void register_info(CLI::App& app);
+void register_make_demo(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_harmony(CLI::App& app);
+
+// Logs the error and throws CLI::RuntimeError(1) when st is not ok.
+void exit_on_error(const Status& st);
+
+}  // namespace mx::cli

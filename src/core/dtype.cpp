@@ -1,0 +1,50 @@
+// DType names and sizes (safetensors spelling) and the fp8 e4m3 decoder.
+#include "core/dtype.h"
+
+#include <array>
+#include <utility>
+
+namespace mx {
+namespace {
+struct DTypeInfo {
+  DType type;
+  std::string_view name;
+  size_t size;
+};
+constexpr std::array<DTypeInfo, 14> kInfo = {{
+    {DType::F32, "F32", 4},      {DType::F16, "F16", 2},  {DType::BF16, "BF16", 2},
+    {DType::F8_E4M3, "F8_E4M3", 1}, {DType::U8, "U8", 1},   {DType::I8, "I8", 1},
+    {DType::I32, "I32", 4},      {DType::I64, "I64", 8},  {DType::BOOL, "BOOL", 1},
+    {DType::F64, "F64", 8},      {DType::I16, "I16", 2},  {DType::U16, "U16", 2},
+    {DType::U32, "U32", 4},      {DType::U64, "U64", 8},
+}};
+}  // namespace
+
+std::string_view dtype_name(DType t) {
+  for (const auto& i : kInfo)
+    if (i.type == t) return i.name;
+  return "?";
+}
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& i : kInfo)
+    if (i.name == name) return i.type;
+  return std::nullopt;
+}
+
+size_t dtype_size(DType t) {
+  for (const auto& i : kInfo)
+    if (i.type == t) return i.size;
+  return 0;
+}
+
+float fp8_e4m3_to_f32(uint8_t v) {
+  const int sign = v >> 7, exp = (v >> 3) & 0xf, man = v & 0x7;
+  float mag;
+  if (exp == 0xf && man == 0x7) return NAN;
+  if (exp == 0) mag = std::ldexp(float(man), -9);  // subnormal: man/8 * 2^-6
+  else mag = std::ldexp(1.0f + float(man) / 8.0f, exp - 7);
+  return sign ? -mag : mag;
+}
+
+}  // namespace mx

@@ -1,0 +1,61 @@
+// Element types and their exact conversions: bf16 (round-to-nearest-even), fp8 e4m3,
+// e8m0 (MXFP4 block scale, 2^(e-127)) and fp4 e2m1 (MXFP4 element, low nibble = even element).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace mx {
+
+enum class DType : uint8_t { F32, F16, BF16, F8_E4M3, U8, I8, I32, I64, BOOL, F64, I16, U16, U32, U64 };
+
+std::string_view dtype_name(DType t);  // safetensors spelling: "F32", "BF16", "U8", ...
+std::optional<DType> dtype_from_name(std::string_view name);
+size_t dtype_size(DType t);
+
+// bf16 stored as its raw 16 bits.
+struct bf16 {
+  uint16_t bits = 0;
+};
+
+inline float bf16_to_f32(bf16 v) {
+  uint32_t u = uint32_t(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round-to-nearest-even; NaN stays NaN.
+inline bf16 f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return bf16{uint16_t((u >> 16) | 0x40)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16{uint16_t(u >> 16)};
+}
+
+inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+// FP4 E2M1 code (0..15, bit 3 = sign) -> value (GPTOSS_SPEC §3).
+inline constexpr float kFp4Values[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0f, +6.0f,
+                                         -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// E8M0 scale byte -> 2^(e-127). e = 255 gives inf like the reference (no NaN handling).
+inline float e8m0_to_f32(uint8_t e) { return std::ldexp(1.0f, int(e) - 127); }
+
+// One MXFP4 block: 16 bytes -> 32 floats; element 2b = low nibble of byte b, 2b+1 = high nibble.
+inline void decode_mxfp4_block(const uint8_t* bytes16, uint8_t scale, float* out32) {
+  const float s = e8m0_to_f32(scale);
+  for (int b = 0; b < 16; ++b) {
+    out32[2 * b] = kFp4Values[bytes16[b] & 0x0f] * s;
+    out32[2 * b + 1] = kFp4Values[bytes16[b] >> 4] * s;
+  }
+}
+
+// FP8 E4M3 (OCP, finite-only "fn" variant: no inf, 0x7f/0xff = NaN, max 448).
+float fp8_e4m3_to_f32(uint8_t v);
+
+}  // namespace mx
