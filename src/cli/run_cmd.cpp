@@ -1,0 +1,107 @@
+// `mxserve run MODEL`: generate from prompt ids or text, stream the output, optionally dump the
+// logits each token was chosen from as a .npy file.
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "core/log.h"
+#include "core/npy.h"
+#include "runtime/generate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mx::cli {
+namespace {
+
+struct RunFlags {
+  std::string model, prompt, prompt_ids, backend = "auto", dump_logits;
+  int max_tokens = 64, top_k = 0;
+  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+};
+
+Result<std::vector<int32_t>> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      MX_CHECK(used == item.size() && v >= 0 && v <= INT32_MAX, "--prompt-ids: '{}' is not a token id", item);
+      ids.push_back(int32_t(v));
+    } catch (const std::exception&) {
+      return MX_ERROR("--prompt-ids: '{}' is not a token id", item);
+    }
+  }
+  MX_CHECK(!ids.empty(), "--prompt-ids is empty");
+  return ids;
+}
+
+Status run(const RunFlags& f) {
+  const Device device = select_device(f.backend);
+  MX_ASSIGN(auto model, Model::load(f.model, device));
+  std::shared_ptr<const Tokenizer> tok;
+  if (std::filesystem::exists(model->path / "tokenizer.json")) {
+    auto t = Tokenizer::load(model->path / "tokenizer.json");
+    if (t.ok()) tok = t.value();
+    else log_warn("tokenizer.json not usable: {}", t.status().message());
+  }
+  std::vector<int32_t> prompt;
+  if (!f.prompt_ids.empty()) {
+    MX_ASSIGN(prompt, parse_ids(f.prompt_ids));
+  } else {
+    MX_CHECK(!f.prompt.empty(), "give a prompt with -p TEXT or --prompt-ids 1,2,3");
+    MX_CHECK(tok, "-p needs the model folder's tokenizer.json (or use --prompt-ids)");
+    MX_ASSIGN(prompt, tok->encode(f.prompt));
+  }
+  GenerateOptions opt;
+  opt.max_tokens = f.max_tokens;
+  opt.sampling = {.temperature = f.temperature, .top_k = f.top_k, .top_p = f.top_p, .min_p = f.min_p, .seed = f.seed};
+  if (!f.ignore_eos) opt.stop_ids = model->config.eos_token_ids;
+  opt.keep_logits = !f.dump_logits.empty();
+  std::unique_ptr<StreamDecoder> stream = tok ? std::make_unique<StreamDecoder>(tok) : nullptr;
+  auto on_token = [&](int32_t id) {
+    if (stream) std::fputs(stream->push(id).c_str(), stdout);
+    else std::printf("%d ", id);
+    std::fflush(stdout);
+  };
+  MX_ASSIGN(GenerateResult r, generate(*model, prompt, opt, on_token));
+  if (stream) std::fputs(stream->flush().c_str(), stdout);
+  std::printf("\n");
+  log_info("prompt {} tokens in {:.3f} s ({:.1f} t/s), generated {} tokens in {:.3f} s ({:.1f} t/s)", prompt.size(),
+           r.prefill_seconds, double(prompt.size()) / std::max(r.prefill_seconds, 1e-9), r.tokens.size(),
+           r.decode_seconds, double(r.tokens.size()) / std::max(r.decode_seconds, 1e-9));
+  if (!f.dump_logits.empty()) {
+    const int64_t V = model->config.vocab_size;
+    MX_TRY(write_npy_f32(f.dump_logits, r.logits, {int64_t(r.logits.size()) / V, V}));
+    log_info("wrote logits of {} steps to {}", r.logits.size() / size_t(V), f.dump_logits);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+void register_run(CLI::App& app) {
+  auto f = std::make_shared<RunFlags>();
+  auto* cmd = app.add_subcommand("run", "Generate from one prompt and stream the output to the terminal");
+  cmd->add_option("model", f->model, "Model folder or Hugging Face repo id (in the HF cache)")->required();
+  auto* text = cmd->add_option("-p,--prompt", f->prompt, "Prompt text (needs the model's tokenizer.json)");
+  auto* ids = cmd->add_option("--prompt-ids", f->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
+  text->excludes(ids);
+  cmd->add_option("-n,--max-tokens", f->max_tokens, "Tokens to generate")->default_val(64)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", f->temperature, "Sampling temperature; 0 = greedy")->default_val(0.0f)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", f->top_p, "Nucleus sampling mass")->default_val(1.0f)->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--top-k", f->top_k, "Keep the k most likely tokens; 0 = off")->default_val(0)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-p", f->min_p, "Drop tokens below min-p times the top probability")->default_val(0.0f)->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--seed", f->seed, "Sampling seed")->default_val(0);
+  cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
+      ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--dump-logits", f->dump_logits, "Write the logits of every step as a float32 .npy [steps, vocab]");
+  cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at the end-of-sequence token");
+  cmd->callback([f] { exit_on_error(run(*f)); });
+}
+
+}  // namespace mx::cli

@@ -1,0 +1,107 @@
+// CPU reference for attention: YaRN RoPE + paged KV-cache write, and attention with learned sinks
+// and an optional sliding window over the paged cache (GPTOSS_SPEC §4.4, §4.5).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace mx::cpu {
+namespace {
+
+// Address of (token position, kv head) in one layer's K or V cache.
+struct CacheIndex {
+  const ops::TokenBatch& batch;
+  int64_t block_size, n_kv_heads, head_dim, max_blocks;
+
+  int64_t offset(int64_t seq, int64_t pos, int64_t kv_head) const {
+    const int32_t block = batch.block_tables.ptr<const int32_t>()[seq * max_blocks + pos / block_size];
+    return ((int64_t(block) * block_size + pos % block_size) * n_kv_heads + kv_head) * head_dim;
+  }
+};
+
+CacheIndex cache_index(const ops::TokenBatch& batch, const ops::KvLayer& cache) {
+  return CacheIndex{batch, cache.k.dim(1), cache.k.dim(2), cache.k.dim(3), batch.block_tables.dim(1)};
+}
+
+void rotate(float* x, const float* cos, const float* sin, int64_t half) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float x1 = x[i], x2 = x[i + half];
+    x[i] = x1 * cos[i] - x2 * sin[i];
+    x[i + half] = x2 * cos[i] + x1 * sin[i];
+  }
+}
+
+}  // namespace
+
+Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
+  const int64_t T = a.qkv.dim(0), H = a.n_heads, Hkv = a.n_kv_heads, Dh = a.head_dim, half = Dh / 2;
+  const int64_t row = (H + 2 * Hkv) * Dh;
+  const CacheIndex idx = cache_index(a.batch, a.cache);
+  const int32_t* pos = a.batch.positions.ptr<const int32_t>();
+  const int32_t* seq = a.batch.seq_index.ptr<const int32_t>();
+  const float* inv_freq = a.rope.inv_freq.ptr<const float>();
+  float* qkv = a.qkv.ptr<float>();
+  parallel_for(T, 4, [&](int64_t t0, int64_t t1) {
+    std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = float(pos[t]) * inv_freq[i];  // fp32 product, like the reference
+        cos[size_t(i)] = std::cos(angle) * a.rope.concentration;
+        sin[size_t(i)] = std::sin(angle) * a.rope.concentration;
+      }
+      float* r = qkv + t * row;
+      for (int64_t h = 0; h < H + Hkv; ++h) rotate(r + h * Dh, cos.data(), sin.data(), half);
+      for (int64_t g = 0; g < Hkv; ++g) {
+        const int64_t off = idx.offset(seq[t], pos[t], g);
+        std::copy_n(r + (H + g) * Dh, Dh, a.cache.k.ptr<float>() + off);
+        std::copy_n(r + (H + Hkv + g) * Dh, Dh, a.cache.v.ptr<float>() + off);
+      }
+    }
+  });
+  return ok_status();
+}
+
+Status attention(const ops::AttentionArgs& a) {
+  const int64_t T = a.qkv.dim(0), H = a.n_heads, Hkv = a.n_kv_heads, Dh = a.head_dim;
+  const int64_t row = (H + 2 * Hkv) * Dh, group = H / Hkv;
+  const CacheIndex idx = cache_index(a.batch, a.cache);
+  const int32_t* pos = a.batch.positions.ptr<const int32_t>();
+  const int32_t* seq = a.batch.seq_index.ptr<const int32_t>();
+  const float* kc = a.cache.k.ptr<const float>();
+  const float* vc = a.cache.v.ptr<const float>();
+  parallel_for(T * H, 4, [&](int64_t i0, int64_t i1) {
+    std::vector<float> logits;
+    std::vector<double> acc(static_cast<size_t>(Dh));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / H, h = i % H, g = h / group;
+      const int64_t p = pos[t];
+      const int64_t lo = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
+      const float* q = a.qkv.ptr<const float>() + t * row + h * Dh;
+      logits.resize(size_t(p - lo + 1));
+      const float sink = load_f32(a.sinks, h);
+      float m = sink;
+      for (int64_t j = lo; j <= p; ++j) {
+        const float* k = kc + idx.offset(seq[t], j, g);
+        float dot = 0;
+        for (int64_t d = 0; d < Dh; ++d) dot += q[d] * k[d];
+        logits[size_t(j - lo)] = dot * a.scale;
+        m = std::max(m, logits[size_t(j - lo)]);
+      }
+      double denom = std::exp(double(sink) - m);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = lo; j <= p; ++j) {
+        const double w = std::exp(double(logits[size_t(j - lo)]) - m);
+        denom += w;
+        const float* v = vc + idx.offset(seq[t], j, g);
+        for (int64_t d = 0; d < Dh; ++d) acc[size_t(d)] += w * v[d];
+      }
+      float* o = a.out.ptr<float>() + t * H * Dh + h * Dh;
+      for (int64_t d = 0; d < Dh; ++d) o[d] = float(acc[size_t(d)] / denom);
+    }
+  });
+  return ok_status();
+}
+
+}  // namespace mx::cpu

@@ -1,0 +1,24 @@
+// CPU reference backend: plain loops with fp32 accumulation and fp32 activations, multi-threaded
+// with parallel_for. The oracle that the CUDA kernels are tested against. Shapes are validated
+// by dispatch.cpp before these are called.
+#pragma once
+
+#include "kernels/ops.h"
+
+namespace mx::cpu {
+
+Status embed(const ops::EmbedArgs& a);
+Status rmsnorm(const ops::RmsNormArgs& a);
+Status linear(const ops::LinearArgs& a);
+Status gather_rows(const ops::GatherRowsArgs& a);
+Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
+Status attention(const ops::AttentionArgs& a);
+Status router_topk(const ops::RouterTopkArgs& a);
+Status moe(const ops::MoeArgs& a);
+
+// Reads element i of a bf16 or f32 tensor as float (weights may be either on the CPU backend).
+inline float load_f32(const Tensor& t, int64_t i) {
+  return t.dtype == DType::BF16 ? bf16_to_f32(t.ptr<const bf16>()[i]) : t.ptr<const float>()[i];
+}
+
+}  // namespace mx::cpu

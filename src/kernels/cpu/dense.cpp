@@ -1,0 +1,72 @@
+// CPU reference for the dense ops: embedding lookup, RMSNorm, linear (x·W^T + b), row gather.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace mx::cpu {
+
+Status embed(const ops::EmbedArgs& a) {
+  const int64_t T = a.ids.dim(0), D = a.table.dim(1), V = a.table.dim(0);
+  const int32_t* ids = a.ids.ptr<const int32_t>();
+  for (int64_t t = 0; t < T; ++t)
+    MX_CHECK(ids[t] >= 0 && ids[t] < V, "token id {} at index {} is outside the vocabulary (size {})", ids[t], t, V);
+  float* out = a.out.ptr<float>();
+  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t d = 0; d < D; ++d) out[t * D + d] = load_f32(a.table, int64_t(ids[t]) * D + d);
+  });
+  return ok_status();
+}
+
+Status rmsnorm(const ops::RmsNormArgs& a) {
+  const int64_t T = a.x.dim(0), D = a.x.dim(1);
+  const float* x = a.x.ptr<const float>();
+  float* out = a.out.ptr<float>();
+  parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      double ss = 0;
+      for (int64_t d = 0; d < D; ++d) ss += double(x[t * D + d]) * x[t * D + d];
+      const float r = 1.0f / std::sqrt(float(ss / double(D)) + a.eps);
+      for (int64_t d = 0; d < D; ++d) out[t * D + d] = (x[t * D + d] * r) * load_f32(a.weight, d);
+    }
+  });
+  return ok_status();
+}
+
+Status linear(const ops::LinearArgs& a) {
+  const int64_t T = a.x.dim(0), Kin = a.x.dim(1), N = a.w.dim(0);
+  const float* x = a.x.ptr<const float>();
+  float* out = a.out.ptr<float>();
+  const bool accumulate = a.accumulate == ops::Accumulate::IntoOut;
+  // Each chunk of output features converts its weight rows once and reuses them for all tokens.
+  parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+    std::vector<float> row(static_cast<size_t>(Kin));
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t k = 0; k < Kin; ++k) row[size_t(k)] = load_f32(a.w, n * Kin + k);
+      const float b = a.bias.empty() ? 0.0f : load_f32(a.bias, n);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* xt = x + t * Kin;
+        float acc = 0;
+        for (int64_t k = 0; k < Kin; ++k) acc += xt[k] * row[size_t(k)];
+        float& o = out[t * N + n];
+        o = accumulate ? o + (acc + b) : acc + b;
+      }
+    }
+  });
+  return ok_status();
+}
+
+Status gather_rows(const ops::GatherRowsArgs& a) {
+  const int64_t R = a.rows.dim(0), D = a.x.dim(1), T = a.x.dim(0);
+  const int32_t* rows = a.rows.ptr<const int32_t>();
+  for (int64_t r = 0; r < R; ++r) {
+    MX_CHECK(rows[r] >= 0 && rows[r] < T, "gather row {} out of range [0, {})", rows[r], T);
+    std::memmove(a.out.ptr<float>() + r * D, a.x.ptr<const float>() + int64_t(rows[r]) * D, size_t(D) * 4);
+  }
+  return ok_status();
+}
+
+}  // namespace mx::cpu

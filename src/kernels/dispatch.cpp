@@ -1,0 +1,179 @@
+// Op dispatch: validates each op's contract (shapes, dtypes, one device for all tensors), then
+// routes to the CPU reference or the CUDA kernels by where the tensors live. All backend/path
+// decisions are made here; MXSERVE_PRINT_DISPATCH=1 prints each one.
+#include <cstdlib>
+
+#include "core/log.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/ops.h"
+#ifdef MXSERVE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace mx::ops {
+namespace {
+
+bool print_dispatch() {
+  static const bool on = [] {
+    const char* e = std::getenv("MXSERVE_PRINT_DISPATCH");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+
+// Activation dtype of each backend.
+DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
+
+Status expect(const Tensor& t, const char* op, const char* name, std::initializer_list<DType> dtypes, int ndim,
+              Device device) {
+  MX_CHECK(!t.empty(), "{}: tensor '{}' is missing", op, name);
+  MX_CHECK(t.ndim == ndim, "{}: tensor '{}' has {} dims {}, expected {}", op, name, t.ndim, t.shape_str(), ndim);
+  MX_CHECK(t.device == device, "{}: tensor '{}' is on another device than the op's input", op, name);
+  bool dtype_ok = false;
+  for (DType d : dtypes) dtype_ok |= t.dtype == d;
+  MX_CHECK(dtype_ok, "{}: tensor '{}' has dtype {}", op, name, dtype_name(t.dtype));
+  return ok_status();
+}
+
+Status same_dim(const char* op, const char* what, int64_t a, int64_t b) {
+  MX_CHECK(a == b, "{}: {} mismatch ({} vs {})", op, what, a, b);
+  return ok_status();
+}
+
+// Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds.
+template <typename Args, typename CpuFn, typename CudaFn>
+Status route(const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn) {
+  if (print_dispatch()) log_info("dispatch {}: {}", op, device == Device::CPU ? "cpu reference" : "cuda");
+  if (device == Device::CPU) return cpu_fn(a);
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda_fn(a);
+#else
+  return MX_ERROR("{}: tensors are on a CUDA device but mxserve was built without CUDA", op);
+#endif
+}
+
+#ifdef MXSERVE_HAVE_CUDA
+#define MX_CUDA_FN(name) [](const auto& args) { return cuda::name(args); }
+#else
+#define MX_CUDA_FN(name) [](const auto&) { return ok_status(); }
+#endif
+
+}  // namespace
+
+Status embed(const EmbedArgs& a) {
+  const Device dev = a.out.device;
+  MX_TRY(expect(a.ids, "embed", "ids", {DType::I32}, 1, dev));
+  MX_TRY(expect(a.table, "embed", "table", {DType::BF16}, 2, dev));
+  MX_TRY(expect(a.out, "embed", "out", {act_dtype(dev)}, 2, dev));
+  MX_TRY(same_dim("embed", "tokens", a.ids.dim(0), a.out.dim(0)));
+  MX_TRY(same_dim("embed", "hidden size", a.table.dim(1), a.out.dim(1)));
+  return route("embed", dev, a, cpu::embed, MX_CUDA_FN(embed));
+}
+
+Status rmsnorm(const RmsNormArgs& a) {
+  const Device dev = a.out.device;
+  MX_TRY(expect(a.x, "rmsnorm", "x", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.weight, "rmsnorm", "weight", {DType::BF16, DType::F32}, 1, dev));
+  MX_TRY(expect(a.out, "rmsnorm", "out", {act_dtype(dev)}, 2, dev));
+  MX_TRY(same_dim("rmsnorm", "hidden size", a.x.dim(1), a.weight.dim(0)));
+  MX_TRY(same_dim("rmsnorm", "tokens", a.x.dim(0), a.out.dim(0)));
+  return route("rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm));
+}
+
+Status linear(const LinearArgs& a) {
+  const Device dev = a.out.device;
+  MX_TRY(expect(a.x, "linear", "x", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.w, "linear", "w", {DType::BF16}, 2, dev));
+  MX_TRY(expect(a.out, "linear", "out", {act_dtype(dev), DType::F32}, 2, dev));
+  if (!a.bias.empty()) {
+    MX_TRY(expect(a.bias, "linear", "bias", {DType::BF16}, 1, dev));
+    MX_TRY(same_dim("linear", "bias length", a.bias.dim(0), a.w.dim(0)));
+  }
+  MX_TRY(same_dim("linear", "input features", a.x.dim(1), a.w.dim(1)));
+  MX_TRY(same_dim("linear", "output features", a.out.dim(1), a.w.dim(0)));
+  MX_TRY(same_dim("linear", "tokens", a.x.dim(0), a.out.dim(0)));
+  return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear));
+}
+
+Status gather_rows(const GatherRowsArgs& a) {
+  const Device dev = a.out.device;
+  MX_TRY(expect(a.x, "gather_rows", "x", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.rows, "gather_rows", "rows", {DType::I32}, 1, dev));
+  MX_TRY(expect(a.out, "gather_rows", "out", {act_dtype(dev)}, 2, dev));
+  MX_TRY(same_dim("gather_rows", "rows", a.rows.dim(0), a.out.dim(0)));
+  MX_TRY(same_dim("gather_rows", "width", a.x.dim(1), a.out.dim(1)));
+  return route("gather_rows", dev, a, cpu::gather_rows, MX_CUDA_FN(gather_rows));
+}
+
+namespace {
+Status check_batch_and_cache(const char* op, const TokenBatch& b, const KvLayer& c, const Tensor& qkv, int H, int Hkv,
+                             int Dh, Device dev) {
+  MX_TRY(expect(qkv, op, "qkv", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(b.positions, op, "positions", {DType::I32}, 1, dev));
+  MX_TRY(expect(b.seq_index, op, "seq_index", {DType::I32}, 1, dev));
+  MX_TRY(expect(b.block_tables, op, "block_tables", {DType::I32}, 2, dev));
+  MX_TRY(expect(c.k, op, "k cache", {act_dtype(dev)}, 4, dev));
+  MX_TRY(expect(c.v, op, "v cache", {act_dtype(dev)}, 4, dev));
+  MX_CHECK(H > 0 && Hkv > 0 && H % Hkv == 0 && Dh > 0 && Dh % 2 == 0, "{}: bad head layout H={} Hkv={} Dh={}", op,
+           H, Hkv, Dh);
+  MX_TRY(same_dim(op, "qkv width", qkv.dim(1), int64_t(H + 2 * Hkv) * Dh));
+  MX_TRY(same_dim(op, "tokens", qkv.dim(0), b.positions.dim(0)));
+  MX_TRY(same_dim(op, "tokens", qkv.dim(0), b.seq_index.dim(0)));
+  MX_TRY(same_dim(op, "cache kv heads", c.k.dim(2), Hkv));
+  MX_TRY(same_dim(op, "cache head dim", c.k.dim(3), Dh));
+  return ok_status();
+}
+}  // namespace
+
+Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
+  const Device dev = a.qkv.device;
+  MX_TRY(check_batch_and_cache("qkv_rope_cache", a.batch, a.cache, a.qkv, a.n_heads, a.n_kv_heads, a.head_dim, dev));
+  MX_TRY(expect(a.rope.inv_freq, "qkv_rope_cache", "inv_freq", {DType::F32}, 1, dev));
+  MX_TRY(same_dim("qkv_rope_cache", "rope frequencies", a.rope.inv_freq.dim(0), a.head_dim / 2));
+  return route("qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache));
+}
+
+Status attention(const AttentionArgs& a) {
+  const Device dev = a.out.device;
+  MX_TRY(check_batch_and_cache("attention", a.batch, a.cache, a.qkv, a.n_heads, a.n_kv_heads, a.head_dim, dev));
+  MX_TRY(expect(a.sinks, "attention", "sinks", {DType::BF16, DType::F32}, 1, dev));
+  MX_TRY(expect(a.out, "attention", "out", {act_dtype(dev)}, 2, dev));
+  MX_TRY(same_dim("attention", "sinks", a.sinks.dim(0), a.n_heads));
+  MX_TRY(same_dim("attention", "out width", a.out.dim(1), int64_t(a.n_heads) * a.head_dim));
+  MX_CHECK(a.window >= 0, "attention: negative window {}", a.window);
+  return route("attention", dev, a, cpu::attention, MX_CUDA_FN(attention));
+}
+
+Status router_topk(const RouterTopkArgs& a) {
+  const Device dev = a.ids.device;
+  MX_TRY(expect(a.logits, "router_topk", "logits", {act_dtype(dev), DType::F32}, 2, dev));
+  MX_TRY(expect(a.ids, "router_topk", "ids", {DType::I32}, 2, dev));
+  MX_TRY(expect(a.weights, "router_topk", "weights", {DType::F32}, 2, dev));
+  MX_CHECK(a.ids.dim(1) >= 1 && a.ids.dim(1) <= a.logits.dim(1), "router_topk: k={} with {} experts", a.ids.dim(1),
+           a.logits.dim(1));
+  MX_TRY(same_dim("router_topk", "tokens", a.logits.dim(0), a.ids.dim(0)));
+  return route("router_topk", dev, a, cpu::router_topk, MX_CUDA_FN(router_topk));
+}
+
+Status moe(const MoeArgs& a) {
+  const Device dev = a.residual.device;
+  MX_TRY(expect(a.x, "moe", "x", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.ids, "moe", "ids", {DType::I32}, 2, dev));
+  MX_TRY(expect(a.weights, "moe", "weights", {DType::F32}, 2, dev));
+  MX_TRY(expect(a.residual, "moe", "residual", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.w.gate_up_blocks, "moe", "gate_up_blocks", {DType::U8}, 4, dev));
+  MX_TRY(expect(a.w.gate_up_scales, "moe", "gate_up_scales", {DType::U8}, 3, dev));
+  MX_TRY(expect(a.w.gate_up_bias, "moe", "gate_up_bias", {DType::BF16}, 2, dev));
+  MX_TRY(expect(a.w.down_blocks, "moe", "down_blocks", {DType::U8}, 4, dev));
+  MX_TRY(expect(a.w.down_scales, "moe", "down_scales", {DType::U8}, 3, dev));
+  MX_TRY(expect(a.w.down_bias, "moe", "down_bias", {DType::BF16}, 2, dev));
+  const int64_t D = a.x.dim(1);
+  MX_TRY(same_dim("moe", "gate_up input blocks", a.w.gate_up_blocks.dim(2) * 32, D));
+  MX_TRY(same_dim("moe", "down output rows", a.w.down_blocks.dim(1), D));
+  MX_TRY(same_dim("moe", "down input blocks", a.w.down_blocks.dim(2) * 32, a.w.gate_up_blocks.dim(1) / 2));
+  MX_TRY(same_dim("moe", "tokens", a.x.dim(0), a.ids.dim(0)));
+  MX_TRY(same_dim("moe", "residual width", a.residual.dim(1), D));
+  return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe));
+}
+
+}  // namespace mx::ops

@@ -1,0 +1,73 @@
+// ops::Buffer and ops::copy: host allocations here, device ones through kernels/cuda.
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "kernels/ops.h"
+#ifdef MXSERVE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace mx::ops {
+
+Result<Buffer> Buffer::allocate(Device device, size_t bytes) {
+  Buffer b;
+  b.size_ = bytes;
+  b.device_ = device;
+  if (device == Device::CPU) {
+    b.data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    MX_CHECK(b.data_ != nullptr, "out of host memory allocating {} bytes", bytes);
+    return b;
+  }
+#ifdef MXSERVE_HAVE_CUDA
+  MX_ASSIGN(b.data_, cuda::device_malloc(bytes));
+  return b;
+#else
+  return MX_ERROR("cannot allocate on a CUDA device: mxserve was built without CUDA");
+#endif
+}
+
+Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  std::swap(data_, o.data_);
+  std::swap(size_, o.size_);
+  std::swap(device_, o.device_);
+  return *this;
+}
+
+Buffer::~Buffer() {
+  if (!data_) return;
+  if (device_ == Device::CPU) std::free(data_);
+#ifdef MXSERVE_HAVE_CUDA
+  else cuda::device_free(data_);
+#endif
+}
+
+Tensor Buffer::view(DType dtype, std::initializer_list<int64_t> shape) const {
+  Tensor t(data_, dtype, shape, device_);
+  return t;
+}
+
+Status copy(const Tensor& dst, const Tensor& src) {
+  MX_CHECK(dst.nbytes() == src.nbytes(), "copy: {} bytes into {} bytes", src.nbytes(), dst.nbytes());
+  if (dst.device == Device::CPU && src.device == Device::CPU) {
+    std::memcpy(dst.data, src.data, src.nbytes());
+    return ok_status();
+  }
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda::memcpy_any(dst.data, src.data, src.nbytes());
+#else
+  return MX_ERROR("copy: CUDA tensors in a build without CUDA");
+#endif
+}
+
+bool cuda_available() {
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace mx::ops

@@ -1,0 +1,155 @@
+// The op interface: one function per op, each taking an args struct of tensor views. The backend
+// is chosen by where the tensors live (Device::CPU -> kernels/cpu, Device::CUDA -> kernels/cuda);
+// every shape/dtype/arch decision is made in dispatch.cpp. The forward pass (model/forward.cpp)
+// is written once over these ops.
+//
+// Dimension letters: T tokens in the call, S sequences, D hidden, H q heads, Hkv kv heads,
+// Dh head dim, E experts, K experts per token, F expert width, V vocab, B kv block size.
+// Activations ("act") are F32 on the CPU backend and BF16 on the CUDA backend.
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace mx::ops {
+
+// ---- memory -------------------------------------------------------------------------------
+// Owning allocation on a device (64-byte aligned host memory, or cudaMalloc).
+class Buffer {
+ public:
+  Buffer() = default;
+  static Result<Buffer> allocate(Device device, size_t bytes);
+  Buffer(Buffer&&) noexcept;
+  Buffer& operator=(Buffer&&) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  Device device() const { return device_; }
+  // A view of the whole buffer (or its first bytes) with the given dtype and shape.
+  Tensor view(DType dtype, std::initializer_list<int64_t> shape) const;
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  Device device_ = Device::CPU;
+};
+
+// Byte copy between tensors of equal byte size, any direction.
+Status copy(const Tensor& dst, const Tensor& src);
+bool cuda_available();  // built with CUDA and a device is present
+
+// ---- model ops ----------------------------------------------------------------------------
+struct EmbedArgs {
+  Tensor ids;    // (T) i32
+  Tensor table;  // (V, D) bf16
+  Tensor out;    // (T, D) act
+};
+Status embed(const EmbedArgs& a);
+
+struct RmsNormArgs {
+  Tensor x;       // (T, D) act
+  Tensor weight;  // (D) bf16
+  float eps = 1e-5f;
+  Tensor out;  // (T, D) act; may alias x
+};
+Status rmsnorm(const RmsNormArgs& a);
+
+// out = x · W^T + bias (+ residual). With `residual`, out must alias it (out += x·W^T + bias).
+enum class Accumulate { No, IntoOut };
+struct LinearArgs {
+  Tensor x;     // (T, Kin) act
+  Tensor w;     // (N, Kin) bf16
+  Tensor bias;  // (N) bf16, optional (empty)
+  Tensor out;   // (T, N) act, or f32 for logits
+  Accumulate accumulate = Accumulate::No;
+};
+Status linear(const LinearArgs& a);
+
+// YaRN RoPE table, computed once on the host (model/rope.cpp) and uploaded where needed.
+struct RopeTable {
+  Tensor inv_freq;  // (Dh/2) f32
+  float concentration = 1.0f;  // multiplies cos and sin
+};
+
+// Describes where each of the T tokens of a call lives in the paged KV cache.
+struct TokenBatch {
+  Tensor positions;     // (T) i32 position of each token in its sequence
+  Tensor seq_index;     // (T) i32 row of block_tables for each token
+  Tensor block_tables;  // (S, max_blocks) i32 physical block ids
+};
+
+// One layer of the paged cache.
+struct KvLayer {
+  Tensor k;  // (num_blocks, B, Hkv, Dh) act
+  Tensor v;  // (num_blocks, B, Hkv, Dh) act
+};
+
+// Rotates q and k inside qkv (RoPE, half-split) and writes k, v of every token to the cache.
+struct QkvRopeCacheArgs {
+  Tensor qkv;  // (T, (H + 2·Hkv)·Dh) act: q heads, then k heads, then v heads; rotated in place
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  RopeTable rope;
+  TokenBatch batch;
+  KvLayer cache;
+};
+Status qkv_rope_cache(const QkvRopeCacheArgs& a);
+
+// Attention of every token's q heads over its sequence's cached keys 0..pos (or the last
+// `window` of them), with one learned sink logit per q head; q head h uses kv head h / (H/Hkv).
+struct AttentionArgs {
+  Tensor qkv;    // (T, (H + 2·Hkv)·Dh) act, q already rotated
+  Tensor sinks;  // (H) bf16
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int window = 0;  // 0: full causal; else keys j with pos - window < j <= pos
+  float scale = 0.125f;
+  TokenBatch batch;
+  KvLayer cache;
+  Tensor out;  // (T, H·Dh) act
+};
+Status attention(const AttentionArgs& a);
+
+// Top-k of router logits, then softmax over those k (descending order, lower index wins ties).
+struct RouterTopkArgs {
+  Tensor logits;   // (T, E) act or f32
+  Tensor ids;      // (T, K) i32
+  Tensor weights;  // (T, K) f32
+};
+Status router_topk(const RouterTopkArgs& a);
+
+// MXFP4 expert weights of one layer, in the checkpoint layout (GPTOSS_SPEC §2.1, §3) unless a
+// backend repacked them at load (see docs/KERNELS.md).
+struct MoeWeights {
+  Tensor gate_up_blocks;  // (E, 2F, D/32, 16) u8, rows interleaved gate/up
+  Tensor gate_up_scales;  // (E, 2F, D/32) u8 e8m0
+  Tensor gate_up_bias;    // (E, 2F) bf16
+  Tensor down_blocks;     // (E, D, F/32, 16) u8
+  Tensor down_scales;     // (E, D, F/32) u8
+  Tensor down_bias;       // (E, D) bf16
+};
+
+// residual += Σ_k weights[t,k] · Expert_{ids[t,k]}(x[t]) with the clamped SwiGLU of spec §4.7.
+struct MoeArgs {
+  Tensor x;  // (T, D) act, normalised input
+  Tensor ids;      // (T, K) i32
+  Tensor weights;  // (T, K) f32
+  MoeWeights w;
+  float swiglu_limit = 7.0f;
+  float swiglu_alpha = 1.702f;
+  Tensor residual;  // (T, D) act, updated in place
+};
+Status moe(const MoeArgs& a);
+
+// Copies rows: out[i] = x[rows[i]] (selecting which tokens need logits).
+struct GatherRowsArgs {
+  Tensor x;     // (T, D) act
+  Tensor rows;  // (R) i32
+  Tensor out;   // (R, D) act
+};
+Status gather_rows(const GatherRowsArgs& a);
+
+}  // namespace mx::ops

@@ -1,0 +1,95 @@
+// gpt-oss forward (GPTOSS_SPEC §4.1): embed -> per layer [RMSNorm -> qkv -> RoPE + cache write ->
+// attention with sinks (window on sliding layers) -> o_proj + residual -> RMSNorm -> router top-k
+// -> MXFP4 experts + residual] -> final RMSNorm -> lm_head.
+#include "model/forward.h"
+
+#include <cmath>
+
+namespace mx {
+namespace {
+
+// First `rows` rows of a workspace buffer.
+Tensor first(const Tensor& t, int64_t rows) { return t.rows(0, rows); }
+
+}  // namespace
+
+Result<Workspace> Workspace::create(const ModelConfig& c, Device device, int max_tokens, int max_logit_rows) {
+  Workspace ws;
+  ws.max_tokens_ = max_tokens;
+  ws.max_rows_ = max_logit_rows;
+  const DType act = device == Device::CPU ? DType::F32 : DType::BF16;
+  const int64_t T = max_tokens;
+  auto make = [&](Tensor& t, DType dt, std::initializer_list<int64_t> shape) -> Status {
+    Tensor probe(nullptr, dt, shape, device);
+    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
+    t = b.view(dt, shape);
+    ws.storage_.push_back(std::move(b));
+    return ok_status();
+  };
+  MX_TRY(make(ws.x, act, {T, c.hidden_size}));
+  MX_TRY(make(ws.xn, act, {T, c.hidden_size}));
+  MX_TRY(make(ws.qkv, act, {T, c.qkv_width()}));
+  MX_TRY(make(ws.attn, act, {T, c.q_width()}));
+  MX_TRY(make(ws.router, act, {T, c.num_local_experts}));
+  MX_TRY(make(ws.top_ids, DType::I32, {T, c.num_experts_per_tok}));
+  MX_TRY(make(ws.top_w, DType::F32, {T, c.num_experts_per_tok}));
+  MX_TRY(make(ws.rows_x, act, {int64_t(max_logit_rows), c.hidden_size}));
+  return ws;
+}
+
+Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  const int64_t T = a.tokens.dim(0), R = a.logit_rows.dim(0);
+  MX_CHECK(T > 0 && T <= ws.max_tokens(), "forward: {} tokens, workspace holds {}", T, ws.max_tokens());
+  MX_CHECK(R <= ws.max_logit_rows(), "forward: {} logit rows, workspace holds {}", R, ws.max_logit_rows());
+  MX_CHECK(int(a.cache.size()) == c.num_hidden_layers, "forward: {} cache layers for {} layers", a.cache.size(),
+           c.num_hidden_layers);
+  const Tensor x = first(ws.x, T), xn = first(ws.xn, T), qkv = first(ws.qkv, T), attn = first(ws.attn, T);
+  const Tensor router = first(ws.router, T), top_ids = first(ws.top_ids, T), top_w = first(ws.top_w, T);
+  const ops::RopeTable rope{.inv_freq = w.inv_freq, .concentration = w.rope_concentration};
+
+  MX_TRY(ops::embed({.ids = a.tokens, .table = w.embed, .out = x}));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    // Attention block.
+    MX_TRY(ops::rmsnorm({.x = x, .weight = L.attn_norm, .eps = float(c.rms_norm_eps), .out = xn}));
+    MX_TRY(ops::linear({.x = xn, .w = L.qkv_w, .bias = L.qkv_b, .out = qkv}));
+    MX_TRY(ops::qkv_rope_cache({.qkv = qkv,
+                                .n_heads = c.num_attention_heads,
+                                .n_kv_heads = c.num_key_value_heads,
+                                .head_dim = c.head_dim,
+                                .rope = rope,
+                                .batch = a.batch,
+                                .cache = a.cache[size_t(l)]}));
+    MX_TRY(ops::attention({.qkv = qkv,
+                           .sinks = L.sinks,
+                           .n_heads = c.num_attention_heads,
+                           .n_kv_heads = c.num_key_value_heads,
+                           .head_dim = c.head_dim,
+                           .window = c.window_of_layer(l),
+                           .scale = 1.0f / std::sqrt(float(c.head_dim)),
+                           .batch = a.batch,
+                           .cache = a.cache[size_t(l)],
+                           .out = attn}));
+    MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut}));
+    // MoE block.
+    MX_TRY(ops::rmsnorm({.x = x, .weight = L.mlp_norm, .eps = float(c.rms_norm_eps), .out = xn}));
+    MX_TRY(ops::linear({.x = xn, .w = L.router_w, .bias = L.router_b, .out = router}));
+    MX_TRY(ops::router_topk({.logits = router, .ids = top_ids, .weights = top_w}));
+    MX_TRY(ops::moe({.x = xn,
+                     .ids = top_ids,
+                     .weights = top_w,
+                     .w = L.experts,
+                     .swiglu_limit = c.swiglu_limit,
+                     .swiglu_alpha = c.swiglu_alpha,
+                     .residual = x}));
+  }
+  if (R == 0) return ok_status();
+  const Tensor rows_x = first(ws.rows_x, R);
+  MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));
+  MX_TRY(ops::rmsnorm({.x = rows_x, .weight = w.final_norm, .eps = float(c.rms_norm_eps), .out = rows_x}));
+  return ops::linear({.x = rows_x, .w = w.lm_head, .out = a.logits});
+}
+
+}  // namespace mx

@@ -1,0 +1,43 @@
+// The gpt-oss forward pass, written once over the ops of kernels/ops.h for any backend:
+// T tokens (one prefill chunk, or one decode token per sequence) in, logits for chosen rows out.
+#pragma once
+
+#include <span>
+
+#include "kernels/ops.h"
+#include "model/model.h"
+
+namespace mx {
+
+// Activation buffers for up to max_tokens tokens and max_logit_rows logit rows, allocated once.
+class Workspace {
+ public:
+  static Result<Workspace> create(const ModelConfig& c, Device device, int max_tokens, int max_logit_rows);
+  int max_tokens() const { return max_tokens_; }
+  int max_logit_rows() const { return max_rows_; }
+
+  Tensor x;        // (T, D) act: residual stream
+  Tensor xn;       // (T, D) act: normalised input of a sublayer
+  Tensor qkv;      // (T, (H + 2·Hkv)·Dh) act
+  Tensor attn;     // (T, H·Dh) act
+  Tensor router;   // (T, E) act
+  Tensor top_ids;  // (T, K) i32
+  Tensor top_w;    // (T, K) f32
+  Tensor rows_x;   // (R, D) act: final-normed rows that need logits
+
+ private:
+  std::vector<ops::Buffer> storage_;
+  int max_tokens_ = 0, max_rows_ = 0;
+};
+
+struct ForwardArgs {
+  Tensor tokens;                        // (T) i32
+  ops::TokenBatch batch;                // positions, sequences, block tables
+  std::span<const ops::KvLayer> cache;  // one per layer
+  Tensor logit_rows;                    // (R) i32: indices into the T tokens
+  Tensor logits;                        // (R, V) f32
+};
+
+Status forward(const Model& m, Workspace& ws, const ForwardArgs& a);
+
+}  // namespace mx

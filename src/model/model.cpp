@@ -1,0 +1,24 @@
+// Model::load: resolve the folder, read config.json, open the checkpoint, place the weights.
+#include "model/model.h"
+
+#include "core/log.h"
+#include "model/model_path.h"
+
+namespace mx {
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device, ShowProgress progress) {
+  auto m = std::make_unique<Model>();
+  MX_ASSIGN(m->path, resolve_model_path(arg));
+  MX_ASSIGN(m->config, ModelConfig::load(m->path / "config.json"));
+  MX_ASSIGN(Checkpoint ckpt, Checkpoint::open(m->path));
+  m->checkpoint = std::make_unique<Checkpoint>(std::move(ckpt));
+  auto w = load_weights(*m->checkpoint, m->config, device, progress);
+  if (!w.ok()) return w.status().with_context("loading " + m->path.string());
+  m->weights = std::move(w).value();
+  log_info("loaded {} ({} layers, {} experts, {:.2f} GB of weights on {})", m->path.string(),
+           m->config.num_hidden_layers, m->config.num_local_experts, double(m->weights.bytes) / 1e9,
+           device == Device::CPU ? "cpu" : "cuda");
+  return m;
+}
+
+}  // namespace mx

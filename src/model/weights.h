@@ -1,0 +1,51 @@
+// ModelWeights: every tensor of the checkpoint (GPTOSS_SPEC §2.1), checked by name, dtype and
+// shape, placed on one device. On the CPU most tensors stay views into the mmapped files; q/k/v
+// are fused into one matrix. MXFP4 expert blocks stay 4-bit everywhere.
+#pragma once
+
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+
+namespace mx {
+
+struct LayerWeights {
+  Tensor attn_norm;  // (D) bf16
+  Tensor qkv_w;      // (H·Dh + 2·Hkv·Dh, D) bf16: q rows, then k rows, then v rows
+  Tensor qkv_b;      // (H·Dh + 2·Hkv·Dh) bf16
+  Tensor o_w;        // (D, H·Dh) bf16
+  Tensor o_b;        // (D) bf16
+  Tensor sinks;      // (H) bf16
+  Tensor mlp_norm;   // (D) bf16
+  Tensor router_w;   // (E, D) bf16
+  Tensor router_b;   // (E) bf16
+  ops::MoeWeights experts;  // MXFP4 blocks/scales u8, biases bf16
+};
+
+struct ModelWeights {
+  Device device = Device::CPU;
+  Tensor embed;       // (V, D) bf16
+  std::vector<LayerWeights> layers;
+  Tensor final_norm;  // (D) bf16
+  Tensor lm_head;     // (V, D) bf16
+  Tensor inv_freq;    // (Dh/2) f32, YaRN
+  float rope_concentration = 1.0f;
+  std::vector<ops::Buffer> storage;  // owns whatever is not a view into the checkpoint
+  uint64_t bytes = 0;                // total weight bytes on the device
+};
+
+// Every expected tensor name with its dtype and shape for a config (for checks and for writers).
+struct ExpectedTensor {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c);
+
+enum class ShowProgress { No, Yes };
+Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, Device device,
+                                  ShowProgress progress = ShowProgress::Yes);
+
+}  // namespace mx
