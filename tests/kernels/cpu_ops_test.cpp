@@ -1,0 +1,155 @@
+// Hand-worked cases for the CPU reference ops: the sliding-window boundary and the sink, router
+// top-k tie order and softmax over k, the clamped SwiGLU with the +1, RMSNorm, linear.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "test_util.h"
+
+namespace mx {
+namespace {
+
+// One sequence of `len` positions with Hkv = H = 1, Dh = 2 in blocks of 16: K = 0 (every logit is
+// 0), V[j] = (1, j). Returns the attention output of a query at position p.
+std::vector<float> attend(int len, int p, int window, float sink) {
+  const int B = 16, blocks = (len + B - 1) / B;
+  std::vector<float> k(size_t(blocks * B * 2), 0.0f), v(size_t(blocks * B * 2), 0.0f);
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int b = 0; b < blocks; ++b) table[size_t(b)] = blocks - 1 - b;  // scrambled physical blocks
+  for (int j = 0; j < len; ++j) {
+    const int slot = table[size_t(j / B)] * B + j % B;
+    v[size_t(slot * 2)] = 1.0f;
+    v[size_t(slot * 2 + 1)] = float(j);
+  }
+  std::vector<float> qkv(6, 0.0f), out(2, -1.0f);
+  int32_t pos = p, seq = 0;
+  float sinks = sink;
+  ops::AttentionArgs a{.qkv = Tensor(qkv.data(), DType::F32, {1, 6}),
+                       .sinks = Tensor(&sinks, DType::F32, {1}),
+                       .n_heads = 1,
+                       .n_kv_heads = 1,
+                       .head_dim = 2,
+                       .window = window,
+                       .batch = {.positions = Tensor(&pos, DType::I32, {1}),
+                                 .seq_index = Tensor(&seq, DType::I32, {1}),
+                                 .block_tables = Tensor(table.data(), DType::I32, {1, blocks})},
+                       .cache = {.k = Tensor(k.data(), DType::F32, {blocks, B, 1, 2}),
+                                 .v = Tensor(v.data(), DType::F32, {blocks, B, 1, 2})},
+                       .out = Tensor(out.data(), DType::F32, {1, 2})};
+  EXPECT_TRUE(ops::attention(a).ok());
+  return out;
+}
+
+TEST(CpuAttention, SlidingWindowSeesExactly128KeysIncludingSelf) {
+  // Uniform weights over the visible keys: out[1] / out[0] is the mean visible position.
+  const auto w = attend(300, 200, 128, -1e30f);
+  EXPECT_FLOAT_EQ(w[0], 1.0f);
+  EXPECT_FLOAT_EQ(w[1], (73 + 200) / 2.0f);  // keys 73..200 = 128 keys
+  const auto edge = attend(300, 127, 128, -1e30f);
+  EXPECT_FLOAT_EQ(edge[1], 127 / 2.0f);  // keys 0..127: all of them, still 128
+  const auto past = attend(300, 128, 128, -1e30f);
+  EXPECT_FLOAT_EQ(past[1], (1 + 128) / 2.0f);  // key 0 has left the window
+  const auto full = attend(300, 200, 0, -1e30f);
+  EXPECT_FLOAT_EQ(full[1], 100.0f);  // full layer: keys 0..200
+}
+
+TEST(CpuAttention, SinkTakesItsShareOfTheSoftmax) {
+  // One visible key with logit 0 and a sink of logit 0: half the mass goes to the sink.
+  const auto w = attend(1, 0, 128, 0.0f);
+  EXPECT_FLOAT_EQ(w[0], 0.5f);
+  const auto w2 = attend(4, 3, 0, std::log(4.0f));  // 4 keys vs e^S = 4
+  EXPECT_NEAR(w2[0], 0.5f, 1e-6);
+}
+
+TEST(CpuRouter, TopKDescendingLowerIndexWinsTiesSoftmaxOverK) {
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -5.0f};
+  std::vector<int32_t> ids(2);
+  std::vector<float> w(2);
+  ASSERT_TRUE(ops::router_topk({.logits = Tensor(logits.data(), DType::F32, {1, 5}),
+                                .ids = Tensor(ids.data(), DType::I32, {1, 2}),
+                                .weights = Tensor(w.data(), DType::F32, {1, 2})})
+                  .ok());
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 3}));
+  EXPECT_FLOAT_EQ(w[0], 0.5f);
+  EXPECT_FLOAT_EQ(w[1], 0.5f);
+  std::vector<float> l2 = {0.0f, 1.0f, 2.0f};
+  ASSERT_TRUE(ops::router_topk({.logits = Tensor(l2.data(), DType::F32, {1, 3}),
+                                .ids = Tensor(ids.data(), DType::I32, {1, 2}),
+                                .weights = Tensor(w.data(), DType::F32, {1, 2})})
+                  .ok());
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 1}));
+  EXPECT_NEAR(w[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);  // softmax over the 2 chosen, not all 3
+}
+
+TEST(CpuMoe, ClampedSwigluWithPlusOneAndInterleavedRows) {
+  // D = F = 32, one expert. x = e0. Row 0 (gate_0) = 12·e0 -> clamped to 7 (upper clamp only);
+  // row 1 (up_0) = -12·e0 -> clamped to -7. Other gate/up pairs: gate = -12 (not clamped below),
+  // up = 0. Down row d reads z_0 with weight 1 and z_1 with weight 0.5.
+  const int D = 32, F = 32;
+  std::vector<uint8_t> gu_blocks(size_t(2 * F * 16), 0), gu_scales(size_t(2 * F), 128);  // scale 2
+  gu_blocks[0] = 0x07;          // row 0, element 0 = +6 -> 12
+  gu_blocks[16] = 0x0f;         // row 1, element 0 = -6 -> -12
+  for (int j = 1; j < F; ++j) gu_blocks[size_t(2 * j * 16)] = 0x0f;  // gate_j = -12
+  std::vector<uint8_t> d_blocks(size_t(D * 16), 0), d_scales(size_t(D), 127);
+  for (int d = 0; d < D; ++d) d_blocks[size_t(d * 16)] = 0x12;  // z_0 · 1.0 + z_1 · 0.5
+  std::vector<bf16> gu_bias(size_t(2 * F), f32_to_bf16(0.0f)), d_bias(size_t(D), f32_to_bf16(0.25f));
+  std::vector<float> x(size_t(D), 0.0f), res(size_t(D), 1.0f), w = {0.75f};
+  x[0] = 1.0f;
+  std::vector<int32_t> ids = {0};
+  const ops::MoeWeights mw{.gate_up_blocks = Tensor(gu_blocks.data(), DType::U8, {1, 2 * F, D / 32, 16}),
+                           .gate_up_scales = Tensor(gu_scales.data(), DType::U8, {1, 2 * F, D / 32}),
+                           .gate_up_bias = Tensor(gu_bias.data(), DType::BF16, {1, 2 * F}),
+                           .down_blocks = Tensor(d_blocks.data(), DType::U8, {1, D, F / 32, 16}),
+                           .down_scales = Tensor(d_scales.data(), DType::U8, {1, D, F / 32}),
+                           .down_bias = Tensor(d_bias.data(), DType::BF16, {1, D})};
+  ASSERT_TRUE(ops::moe({.x = Tensor(x.data(), DType::F32, {1, D}),
+                        .ids = Tensor(ids.data(), DType::I32, {1, 1}),
+                        .weights = Tensor(w.data(), DType::F32, {1, 1}),
+                        .w = mw,
+                        .residual = Tensor(res.data(), DType::F32, {1, D})})
+                  .ok());
+  auto silu_a = [](double g) { return g / (1.0 + std::exp(-1.702 * g)); };
+  const double z0 = silu_a(7.0) * (-7.0 + 1.0);   // clamps and the +1
+  const double z1 = silu_a(-12.0) * (0.0 + 1.0);  // gate not clamped from below
+  const double y = z0 * 1.0 + z1 * 0.5 + 0.25;
+  for (int d = 0; d < D; ++d) EXPECT_NEAR(res[size_t(d)], 1.0 + 0.75 * y, 1e-5) << d;
+}
+
+TEST(CpuDense, RmsNormAndLinearByHand) {
+  std::vector<float> x = {3.0f, 4.0f}, out(2);
+  std::vector<bf16> g = {f32_to_bf16(1.0f), f32_to_bf16(2.0f)};
+  ASSERT_TRUE(ops::rmsnorm({.x = Tensor(x.data(), DType::F32, {1, 2}),
+                            .weight = Tensor(g.data(), DType::BF16, {2}),
+                            .eps = 0.0f,
+                            .out = Tensor(out.data(), DType::F32, {1, 2})})
+                  .ok());
+  const float r = 1.0f / std::sqrt(12.5f);
+  EXPECT_FLOAT_EQ(out[0], 3 * r);
+  EXPECT_FLOAT_EQ(out[1], 8 * r);
+  std::vector<bf16> w = {f32_to_bf16(1), f32_to_bf16(2), f32_to_bf16(-1), f32_to_bf16(0.5f)};
+  std::vector<bf16> b = {f32_to_bf16(0.5f), f32_to_bf16(-1)};
+  std::vector<float> y = {10.0f, 20.0f};
+  ASSERT_TRUE(ops::linear({.x = Tensor(x.data(), DType::F32, {1, 2}),
+                           .w = Tensor(w.data(), DType::BF16, {2, 2}),
+                           .bias = Tensor(b.data(), DType::BF16, {2}),
+                           .out = Tensor(y.data(), DType::F32, {1, 2}),
+                           .accumulate = ops::Accumulate::IntoOut})
+                  .ok());
+  EXPECT_FLOAT_EQ(y[0], 10 + 3 + 8 + 0.5f);
+  EXPECT_FLOAT_EQ(y[1], 20 - 3 + 2 - 1);
+}
+
+TEST(Dispatch, RejectsMismatchedShapes) {
+  std::vector<float> x(6), out(4);
+  std::vector<bf16> w(6);
+  auto st = ops::linear({.x = Tensor(x.data(), DType::F32, {2, 3}),
+                         .w = Tensor(w.data(), DType::BF16, {3, 2}),
+                         .out = Tensor(out.data(), DType::F32, {2, 2})});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("input features"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace mx
