@@ -29,6 +29,11 @@ std::filesystem::path temp_dir(const std::string& name) {
 
 std::filesystem::path mxserve_binary() {
   if (const char* env = std::getenv("MXSERVE_BINARY")) return env;
+  // Test binaries live in <build>/tests/, the CLI in <build>/.
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && std::filesystem::exists(self.parent_path().parent_path() / "mxserve"))
+    return self.parent_path().parent_path() / "mxserve";
   return source_dir() / "build" / "mxserve";
 }
 

@@ -88,6 +88,10 @@ CONFIGS = [
          topk=3, vocab=333, window=8, prompt=20, gen=12, sharded=False, seed=2002),
     dict(name="tiny-sharded", hidden=64, inter=64, heads=4, kv=2, head_dim=16, layers=4, experts=4,
          topk=2, vocab=320, window=6, prompt=24, gen=10, sharded=True, seed=3003),
+    # head_dim 64 and 8 q heads per kv head like the released models (what the CUDA attention
+    # kernels are built for), hidden and expert widths that are not powers of two.
+    dict(name="tiny-gqa8", hidden=160, inter=96, heads=16, kv=2, head_dim=64, layers=2, experts=6,
+         topk=4, vocab=400, window=8, prompt=20, gen=10, sharded=False, seed=4004),
 ]
 
 

@@ -11,6 +11,7 @@ namespace mx::cli {
 void register_run(CLI::App& app);
 void register_info(CLI::App& app);
 void register_make_demo(CLI::App& app);
+void register_bench(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_harmony(CLI::App& app);
 

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   mx::cli::register_run(app);
   mx::cli::register_info(app);
   mx::cli::register_make_demo(app);
+  mx::cli::register_bench(app);
   mx::cli::register_tokenize(app);
   mx::cli::register_harmony(app);
   try {

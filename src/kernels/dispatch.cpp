@@ -1,7 +1,12 @@
 // Op dispatch: validates each op's contract (shapes, dtypes, one device for all tensors), then
 // routes to the CPU reference or the CUDA kernels by where the tensors live. All backend/path
 // decisions are made here; MXSERVE_PRINT_DISPATCH=1 prints each one.
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core/log.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -40,16 +45,48 @@ Status same_dim(const char* op, const char* what, int64_t a, int64_t b) {
   return ok_status();
 }
 
-// Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds.
+// Op timing (ops::set_profiling): CUDA ops are bracketed by device events, read at take_profile.
+struct PendingTiming {
+  std::string name;
+  double bytes;
+  void* start;
+  void* stop;
+  double host_us;
+};
+bool g_profiling = false;
+std::vector<PendingTiming> g_timings;
+
+// Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds. `bytes` is what
+// the op reads and writes at least (for the profile's GB/s).
 template <typename Args, typename CpuFn, typename CudaFn>
-Status route(const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn) {
+Status route(const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn,
+             double bytes = 0) {
   if (print_dispatch()) log_info("dispatch {}: {}", op, device == Device::CPU ? "cpu reference" : "cuda");
-  if (device == Device::CPU) return cpu_fn(a);
+  const std::string name = std::string(op) + (device == Device::CPU ? "/cpu" : "/cuda");
+  if (device == Device::CPU) {
+    if (!g_profiling) return cpu_fn(a);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = cpu_fn(a);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    g_timings.push_back({name, bytes, nullptr, nullptr, us});
+    return st;
+  }
 #ifdef MXSERVE_HAVE_CUDA
-  return cuda_fn(a);
+  if (!g_profiling) return cuda_fn(a);
+  void* start = cuda::event_record();
+  Status st = cuda_fn(a);
+  g_timings.push_back({name, bytes, start, cuda::event_record(), 0});
+  return st;
 #else
   return MX_ERROR("{}: tensors are on a CUDA device but mxserve was built without CUDA", op);
 #endif
+}
+
+double nbytes(std::initializer_list<const Tensor*> ts) {
+  double b = 0;
+  for (const Tensor* t : ts)
+    if (!t->empty()) b += double(t->nbytes());
+  return b;
 }
 
 #ifdef MXSERVE_HAVE_CUDA
@@ -67,7 +104,7 @@ Status embed(const EmbedArgs& a) {
   MX_TRY(expect(a.out, "embed", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("embed", "tokens", a.ids.dim(0), a.out.dim(0)));
   MX_TRY(same_dim("embed", "hidden size", a.table.dim(1), a.out.dim(1)));
-  return route("embed", dev, a, cpu::embed, MX_CUDA_FN(embed));
+  return route("embed", dev, a, cpu::embed, MX_CUDA_FN(embed), 2 * nbytes({&a.out}));
 }
 
 Status rmsnorm(const RmsNormArgs& a) {
@@ -77,7 +114,7 @@ Status rmsnorm(const RmsNormArgs& a) {
   MX_TRY(expect(a.out, "rmsnorm", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("rmsnorm", "hidden size", a.x.dim(1), a.weight.dim(0)));
   MX_TRY(same_dim("rmsnorm", "tokens", a.x.dim(0), a.out.dim(0)));
-  return route("rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm));
+  return route("rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm), nbytes({&a.x, &a.weight, &a.out}));
 }
 
 Status linear(const LinearArgs& a) {
@@ -92,7 +129,7 @@ Status linear(const LinearArgs& a) {
   MX_TRY(same_dim("linear", "input features", a.x.dim(1), a.w.dim(1)));
   MX_TRY(same_dim("linear", "output features", a.out.dim(1), a.w.dim(0)));
   MX_TRY(same_dim("linear", "tokens", a.x.dim(0), a.out.dim(0)));
-  return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear));
+  return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear), nbytes({&a.x, &a.w, &a.bias, &a.out}));
 }
 
 Status gather_rows(const GatherRowsArgs& a) {
@@ -102,7 +139,7 @@ Status gather_rows(const GatherRowsArgs& a) {
   MX_TRY(expect(a.out, "gather_rows", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("gather_rows", "rows", a.rows.dim(0), a.out.dim(0)));
   MX_TRY(same_dim("gather_rows", "width", a.x.dim(1), a.out.dim(1)));
-  return route("gather_rows", dev, a, cpu::gather_rows, MX_CUDA_FN(gather_rows));
+  return route("gather_rows", dev, a, cpu::gather_rows, MX_CUDA_FN(gather_rows), 2 * nbytes({&a.out}));
 }
 
 namespace {
@@ -130,7 +167,7 @@ Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
   MX_TRY(check_batch_and_cache("qkv_rope_cache", a.batch, a.cache, a.qkv, a.n_heads, a.n_kv_heads, a.head_dim, dev));
   MX_TRY(expect(a.rope.inv_freq, "qkv_rope_cache", "inv_freq", {DType::F32}, 1, dev));
   MX_TRY(same_dim("qkv_rope_cache", "rope frequencies", a.rope.inv_freq.dim(0), a.head_dim / 2));
-  return route("qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache));
+  return route("qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
 }
 
 Status attention(const AttentionArgs& a) {
@@ -141,7 +178,8 @@ Status attention(const AttentionArgs& a) {
   MX_TRY(same_dim("attention", "sinks", a.sinks.dim(0), a.n_heads));
   MX_TRY(same_dim("attention", "out width", a.out.dim(1), int64_t(a.n_heads) * a.head_dim));
   MX_CHECK(a.window >= 0, "attention: negative window {}", a.window);
-  return route("attention", dev, a, cpu::attention, MX_CUDA_FN(attention));
+  // KV bytes depend on the positions (device data): the caller adds them (see runtime/bench).
+  return route("attention", dev, a, cpu::attention, MX_CUDA_FN(attention), nbytes({&a.qkv, &a.out}));
 }
 
 Status router_topk(const RouterTopkArgs& a) {
@@ -152,7 +190,7 @@ Status router_topk(const RouterTopkArgs& a) {
   MX_CHECK(a.ids.dim(1) >= 1 && a.ids.dim(1) <= a.logits.dim(1), "router_topk: k={} with {} experts", a.ids.dim(1),
            a.logits.dim(1));
   MX_TRY(same_dim("router_topk", "tokens", a.logits.dim(0), a.ids.dim(0)));
-  return route("router_topk", dev, a, cpu::router_topk, MX_CUDA_FN(router_topk));
+  return route("router_topk", dev, a, cpu::router_topk, MX_CUDA_FN(router_topk), nbytes({&a.logits, &a.ids, &a.weights}));
 }
 
 Status moe(const MoeArgs& a) {
@@ -173,7 +211,60 @@ Status moe(const MoeArgs& a) {
   MX_TRY(same_dim("moe", "down input blocks", a.w.down_blocks.dim(2) * 32, a.w.gate_up_blocks.dim(1) / 2));
   MX_TRY(same_dim("moe", "tokens", a.x.dim(0), a.ids.dim(0)));
   MX_TRY(same_dim("moe", "residual width", a.residual.dim(1), D));
-  return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe));
+  // At most min(E, T·K) distinct experts are read.
+  const double E = double(a.w.gate_up_blocks.dim(0));
+  const double experts_read = std::min(E, double(a.ids.numel()));
+  const double expert_bytes = nbytes({&a.w.gate_up_blocks, &a.w.gate_up_scales, &a.w.gate_up_bias, &a.w.down_blocks,
+                                      &a.w.down_scales, &a.w.down_bias}) / E;
+  return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe),
+               experts_read * expert_bytes + nbytes({&a.x, &a.residual, &a.residual}));
+}
+
+Status fill_random(const FillRandomArgs& a) {
+  const Device dev = a.out.device;
+  MX_TRY(expect(a.out, "fill_random", "out", {DType::F32, DType::BF16, DType::U8}, a.out.ndim, dev));
+  MX_CHECK(a.byte_lo >= 0 && a.byte_hi <= 255 && a.byte_lo <= a.byte_hi, "fill_random: byte range [{}, {}]",
+           a.byte_lo, a.byte_hi);
+  return route("fill_random", dev, a, cpu::fill_random, MX_CUDA_FN(fill_random), nbytes({&a.out}));
+}
+
+Status argmax(const ArgmaxArgs& a) {
+  const Device dev = a.ids.device;
+  MX_TRY(expect(a.logits, "argmax", "logits", {DType::F32}, 2, dev));
+  MX_TRY(expect(a.ids, "argmax", "ids", {DType::I32}, 1, dev));
+  MX_TRY(same_dim("argmax", "rows", a.logits.dim(0), a.ids.dim(0)));
+  return route("argmax", dev, a, cpu::argmax, MX_CUDA_FN(argmax), nbytes({&a.logits}));
+}
+
+Status add_i32(const AddI32Args& a) {
+  const Device dev = a.x.device;
+  MX_TRY(expect(a.x, "add_i32", "x", {DType::I32}, a.x.ndim, dev));
+  return route("add_i32", dev, a, cpu::add_i32, MX_CUDA_FN(add_i32), 2 * nbytes({&a.x}));
+}
+
+void set_profiling(bool on) { g_profiling = on; }
+
+std::vector<OpProfile> take_profile() {
+#ifdef MXSERVE_HAVE_CUDA
+  if (cuda_available()) (void)cuda::synchronize();
+#endif
+  std::map<std::string, OpProfile> by_name;
+  std::vector<std::string> order;
+  for (auto& t : g_timings) {
+    double us = t.host_us;
+#ifdef MXSERVE_HAVE_CUDA
+    if (t.start) us = cuda::event_elapsed_us(t.start, t.stop);
+#endif
+    auto [it, fresh] = by_name.try_emplace(t.name, OpProfile{t.name, 0, 0, 0});
+    if (fresh) order.push_back(t.name);
+    it->second.calls += 1;
+    it->second.microseconds += us;
+    it->second.bytes += t.bytes;
+  }
+  g_timings.clear();
+  std::vector<OpProfile> out;
+  for (const auto& n : order) out.push_back(by_name[n]);
+  return out;
 }
 
 }  // namespace mx::ops

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include <unistd.h>
+
 #include "kernels/ops.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
@@ -59,6 +61,70 @@ Status copy(const Tensor& dst, const Tensor& src) {
   return cuda::memcpy_any(dst.data, src.data, src.nbytes());
 #else
   return MX_ERROR("copy: CUDA tensors in a build without CUDA");
+#endif
+}
+
+Status synchronize(Device device) {
+  if (device == Device::CPU) return ok_status();
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda::synchronize();
+#else
+  return MX_ERROR("synchronize: built without CUDA");
+#endif
+}
+
+Result<MemoryInfo> memory_info(Device device) {
+  MemoryInfo m;
+  if (device == Device::CPU) {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), total = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    m.free_bytes = size_t(pages) * size_t(page);
+    m.total_bytes = size_t(total) * size_t(page);
+    return m;
+  }
+#ifdef MXSERVE_HAVE_CUDA
+  MX_TRY(cuda::mem_info(&m.free_bytes, &m.total_bytes));
+  return m;
+#else
+  return MX_ERROR("memory_info: built without CUDA");
+#endif
+}
+
+Result<StepGraph> StepGraph::capture(Device device, std::function<Status()> step) {
+  StepGraph g;
+  g.device_ = device;
+  if (device == Device::CPU) {
+    g.step_ = std::move(step);
+    return g;
+  }
+#ifdef MXSERVE_HAVE_CUDA
+  MX_ASSIGN(g.graph_exec_, cuda::graph_capture(step));
+  return g;
+#else
+  return MX_ERROR("StepGraph: built without CUDA");
+#endif
+}
+
+Status StepGraph::replay() {
+  if (device_ == Device::CPU) return step_();
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda::graph_replay(graph_exec_);
+#else
+  return MX_ERROR("StepGraph: built without CUDA");
+#endif
+}
+
+StepGraph::StepGraph(StepGraph&& o) noexcept { *this = std::move(o); }
+
+StepGraph& StepGraph::operator=(StepGraph&& o) noexcept {
+  std::swap(device_, o.device_);
+  std::swap(step_, o.step_);
+  std::swap(graph_exec_, o.graph_exec_);
+  return *this;
+}
+
+StepGraph::~StepGraph() {
+#ifdef MXSERVE_HAVE_CUDA
+  if (graph_exec_) cuda::graph_destroy(graph_exec_);
 #endif
 }
 

@@ -9,6 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
@@ -42,6 +45,28 @@ class Buffer {
 // Byte copy between tensors of equal byte size, any direction.
 Status copy(const Tensor& dst, const Tensor& src);
 bool cuda_available();  // built with CUDA and a device is present
+Status synchronize(Device device);  // waits for the device's queued work
+struct MemoryInfo {
+  size_t free_bytes = 0, total_bytes = 0;
+};
+Result<MemoryInfo> memory_info(Device device);
+
+// A captured sequence of ops replayed as one unit: a CUDA graph on the CUDA backend (no host
+// work or synchronisation inside), the recorded function itself on the CPU.
+class StepGraph {
+ public:
+  static Result<StepGraph> capture(Device device, std::function<Status()> step);
+  Status replay();
+  StepGraph() = default;
+  StepGraph(StepGraph&&) noexcept;
+  StepGraph& operator=(StepGraph&&) noexcept;
+  ~StepGraph();
+
+ private:
+  Device device_ = Device::CPU;
+  std::function<Status()> step_;
+  void* graph_exec_ = nullptr;
+};
 
 // ---- model ops ----------------------------------------------------------------------------
 struct EmbedArgs {
@@ -151,5 +176,41 @@ struct GatherRowsArgs {
   Tensor out;   // (R, D) act
 };
 Status gather_rows(const GatherRowsArgs& a);
+
+// ---- utility ops (synthetic weights, on-device greedy decoding) ----------------------------
+// Fills a tensor with seeded pseudo-random values: floats uniform in [offset - scale,
+// offset + scale] (f32/bf16), or bytes uniform in [byte_lo, byte_hi] (u8). Deterministic in
+// (seed, element index) on every backend.
+struct FillRandomArgs {
+  Tensor out;
+  uint64_t seed = 0;
+  float scale = 1.0f, offset = 0.0f;
+  int byte_lo = 0, byte_hi = 255;
+};
+Status fill_random(const FillRandomArgs& a);
+
+// ids[r] = argmax over the row (lowest index on ties).
+struct ArgmaxArgs {
+  Tensor logits;  // (R, V) f32
+  Tensor ids;     // (R) i32
+};
+Status argmax(const ArgmaxArgs& a);
+
+// x[i] += value for an i32 tensor (advances decode positions inside a captured step).
+struct AddI32Args {
+  Tensor x;
+  int32_t value = 1;
+};
+Status add_i32(const AddI32Args& a);
+
+// Profiling: when on, every op is timed (device events on CUDA) and bytes it touched counted.
+struct OpProfile {
+  std::string name;  // op and path, e.g. "moe/cuda"
+  int calls = 0;
+  double microseconds = 0;
+  double bytes = 0;
+};
+void set_profiling(bool on);
+std::vector<OpProfile> take_profile();  // waits for the device, returns and clears the table
 
 }  // namespace mx::ops

@@ -3,10 +3,12 @@
 
 #include "core/log.h"
 #include "model/model_path.h"
+#include "model/synthetic.h"
 
 namespace mx {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device, ShowProgress progress) {
+  if (is_synthetic_name(arg)) return make_synthetic_model(arg, device);
   auto m = std::make_unique<Model>();
   MX_ASSIGN(m->path, resolve_model_path(arg));
   MX_ASSIGN(m->config, ModelConfig::load(m->path / "config.json"));

@@ -132,6 +132,17 @@ class Placer {
 
 }  // namespace
 
+Status place_rope_table(const ModelConfig& c, ModelWeights& w) {
+  const YarnRope rope = compute_yarn_rope(c);
+  Tensor host_freq(const_cast<float*>(rope.inv_freq.data()), DType::F32, {int64_t(rope.inv_freq.size())});
+  MX_ASSIGN(ops::Buffer fb, ops::Buffer::allocate(w.device, host_freq.nbytes()));
+  w.inv_freq = fb.view(DType::F32, {int64_t(rope.inv_freq.size())});
+  MX_TRY(ops::copy(w.inv_freq, host_freq));
+  w.storage.push_back(std::move(fb));
+  w.rope_concentration = rope.concentration;
+  return ok_status();
+}
+
 Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, Device device, ShowProgress show) {
   MX_TRY(check_all(ckpt, c));
   ModelWeights w;
@@ -165,13 +176,7 @@ Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, 
   MX_ASSIGN(w.lm_head, put.place("lm_head.weight"));
   put.finish();
 
-  const YarnRope rope = compute_yarn_rope(c);
-  Tensor host_freq(const_cast<float*>(rope.inv_freq.data()), DType::F32, {int64_t(rope.inv_freq.size())});
-  MX_ASSIGN(ops::Buffer fb, ops::Buffer::allocate(device, host_freq.nbytes()));
-  w.inv_freq = fb.view(DType::F32, {int64_t(rope.inv_freq.size())});
-  MX_TRY(ops::copy(w.inv_freq, host_freq));
-  w.storage.push_back(std::move(fb));
-  w.rope_concentration = rope.concentration;
+  MX_TRY(place_rope_table(c, w));
   return w;
 }
 

@@ -45,6 +45,8 @@ struct ExpectedTensor {
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c);
 
 enum class ShowProgress { No, Yes };
+// Computes the YaRN table of the config and places it (and the concentration) into w.
+Status place_rope_table(const ModelConfig& c, ModelWeights& w);
 Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, Device device,
                                   ShowProgress progress = ShowProgress::Yes);
 

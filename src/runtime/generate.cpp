@@ -5,76 +5,13 @@
 #include <chrono>
 
 #include "model/forward.h"
+#include "runtime/batch_staging.h"
 #include "runtime/kv_cache.h"
 
 namespace mx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Device copies of the small per-call arrays (tokens, positions, sequence rows, block table,
-// logit rows) and of the logits; on the CPU the host arrays are used directly.
-class Staging {
- public:
-  static Result<Staging> create(Device device, int max_tokens, int max_blocks, int max_rows, int vocab) {
-    Staging s;
-    s.device_ = device;
-    MX_TRY(s.make(s.tokens_, DType::I32, {max_tokens}));
-    MX_TRY(s.make(s.positions_, DType::I32, {max_tokens}));
-    MX_TRY(s.make(s.seq_, DType::I32, {max_tokens}));
-    MX_TRY(s.make(s.table_, DType::I32, {1, max_blocks}));
-    MX_TRY(s.make(s.rows_, DType::I32, {max_rows}));
-    MX_TRY(s.make(s.logits_, DType::F32, {max_rows, vocab}));
-    return s;
-  }
-
-  // Uploads one call's arrays and returns the ForwardArgs over them.
-  Result<ForwardArgs> stage(std::span<const int32_t> tokens, int64_t pos0, const std::vector<int32_t>& table,
-                            std::span<const int32_t> rows, std::span<const ops::KvLayer> cache) {
-    const int64_t T = int64_t(tokens.size()), R = int64_t(rows.size());
-    std::vector<int32_t> pos(static_cast<size_t>(T)), seq(size_t(T), 0), padded_table(size_t(table_.dim(1)), 0);
-    for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = int32_t(pos0 + i);
-    std::copy(table.begin(), table.end(), padded_table.begin());
-    ForwardArgs a;
-    MX_ASSIGN(a.tokens, put(tokens_, tokens));
-    MX_ASSIGN(a.batch.positions, put(positions_, pos));
-    MX_ASSIGN(a.batch.seq_index, put(seq_, seq));
-    MX_ASSIGN(a.batch.block_tables, put(table_, padded_table));
-    a.batch.block_tables.ndim = 2;
-    a.batch.block_tables.shape = {1, table_.dim(1), 0, 0};
-    MX_ASSIGN(a.logit_rows, put(rows_, rows));
-    a.logits = logits_.rows(0, R);
-    a.cache = cache;
-    return a;
-  }
-
-  Status read_logits(int64_t rows, std::vector<float>& out) const {
-    const Tensor src = logits_.rows(0, rows);
-    out.resize(size_t(src.numel()));
-    Tensor dst(out.data(), DType::F32, {rows, logits_.dim(1)});
-    return ops::copy(dst, src);
-  }
-
- private:
-  Status make(Tensor& t, DType dt, std::initializer_list<int64_t> shape) {
-    Tensor probe(nullptr, dt, shape, device_);
-    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device_, probe.nbytes()));
-    t = b.view(dt, shape);
-    storage_.push_back(std::move(b));
-    return ok_status();
-  }
-  Result<Tensor> put(const Tensor& buf, std::span<const int32_t> host) {
-    Tensor dst = buf;
-    dst.ndim = 1;
-    dst.shape = {int64_t(host.size()), 0, 0, 0};
-    MX_TRY(ops::copy(dst, Tensor(const_cast<int32_t*>(host.data()), DType::I32, {int64_t(host.size())})));
-    return dst;
-  }
-
-  Device device_ = Device::CPU;
-  std::vector<ops::Buffer> storage_;
-  Tensor tokens_, positions_, seq_, table_, rows_, logits_;
-};
 
 }  // namespace
 
@@ -98,7 +35,7 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
   const int blocks = int((total + opt.kv_block_size - 1) / opt.kv_block_size);
   MX_ASSIGN(KvCache kv, KvCache::create(c, dev, blocks, opt.kv_block_size));
   MX_ASSIGN(Workspace ws, Workspace::create(c, dev, chunk, max_rows));
-  MX_ASSIGN(Staging st, Staging::create(dev, chunk, blocks, max_rows, c.vocab_size));
+  MX_ASSIGN(BatchStaging st, BatchStaging::create(dev, chunk, 1, blocks, max_rows, c.vocab_size));
   std::vector<int32_t> table;
   MX_TRY(kv.reserve(table, total));
 
@@ -111,7 +48,10 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
     std::vector<int32_t> rows;
     if (all_rows) for (int64_t i = 0; i < n; ++i) rows.push_back(int32_t(i));
     else if (last) rows.push_back(int32_t(n - 1));
-    MX_ASSIGN(ForwardArgs a, st.stage(prompt.subspan(size_t(start), size_t(n)), start, table, rows, kv.layers()));
+    HostBatch hb{.tokens = {prompt.begin() + start, prompt.begin() + start + n}, .tables = {table}, .logit_rows = rows};
+    for (int64_t i = 0; i < n; ++i) hb.positions.push_back(int32_t(start + i));
+    hb.seq_index.assign(size_t(n), 0);
+    MX_ASSIGN(ForwardArgs a, st.stage(hb, kv.layers()));
     MX_TRY(forward(model, ws, a));
     if (!rows.empty()) MX_TRY(st.read_logits(int64_t(rows.size()), logits));
     if (all_rows) r.all_prompt_logits.insert(r.all_prompt_logits.end(), logits.begin(), logits.end());
@@ -132,8 +72,9 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
       break;
     }
     if (step + 1 == opt.max_tokens) break;
-    const int32_t one[1] = {tok}, row0[1] = {0};
-    MX_ASSIGN(ForwardArgs a, st.stage(one, P + step, table, row0, kv.layers()));
+    const HostBatch hb{.tokens = {tok}, .positions = {int32_t(P + step)}, .seq_index = {0}, .tables = {table},
+                       .logit_rows = {0}};
+    MX_ASSIGN(ForwardArgs a, st.stage(hb, kv.layers()));
     MX_TRY(forward(model, ws, a));
     MX_TRY(st.read_logits(1, logits));
     last_row = std::span<const float>(logits.data(), V);

@@ -89,7 +89,7 @@ TEST_P(FixtureTest, ChunkedPrefillMatchesTransformers) {
   EXPECT_LE(test::max_rel_error(got, want), kLogitTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::Values("tiny", "tiny-odd", "tiny-sharded"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::Values("tiny", "tiny-odd", "tiny-sharded", "tiny-gqa8"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (auto& ch : n) if (ch == '-') ch = '_';

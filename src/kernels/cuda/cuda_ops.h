@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "kernels/ops.h"
 
@@ -27,5 +28,18 @@ Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
 Status attention(const ops::AttentionArgs& a);
 Status router_topk(const ops::RouterTopkArgs& a);
 Status moe(const ops::MoeArgs& a);
+
+// utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)
+Status fill_random(const ops::FillRandomArgs& a);
+Status argmax(const ops::ArgmaxArgs& a);
+Status add_i32(const ops::AddI32Args& a);
+Status mem_info(size_t* free_bytes, size_t* total_bytes);
+// Captures step() on a fresh stream into an instantiated graph (cudaGraphExec_t), replays it on
+// the engine stream, destroys it.
+Result<void*> graph_capture(const std::function<Status()>& step);
+Status graph_replay(void* exec);
+void graph_destroy(void* exec);
+void* event_record();                    // records a timing event on the engine stream
+double event_elapsed_us(void* a, void* b);  // after a synchronize; frees both events
 
 }  // namespace mx::cuda

@@ -1,0 +1,43 @@
+// CPU versions of the utility ops: seeded random fill (splitmix64 per element, identical on the
+// CUDA backend), row argmax, i32 increment.
+#include "core/parallel.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/random_hash.h"
+
+namespace mx::cpu {
+
+Status fill_random(const ops::FillRandomArgs& a) {
+  const int64_t n = a.out.numel();
+  parallel_for(n, 1 << 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint64_t h = random_hash(a.seed, uint64_t(i));
+      if (a.out.dtype == DType::U8) {
+        a.out.ptr<uint8_t>()[i] = uint8_t(a.byte_lo + int(h % uint64_t(a.byte_hi - a.byte_lo + 1)));
+      } else {
+        const float v = a.offset + a.scale * hash_to_signed_unit(h);
+        if (a.out.dtype == DType::BF16) a.out.ptr<bf16>()[i] = f32_to_bf16(v);
+        else a.out.ptr<float>()[i] = v;
+      }
+    }
+  });
+  return ok_status();
+}
+
+Status argmax(const ops::ArgmaxArgs& a) {
+  const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = a.logits.ptr<const float>() + r * V;
+    int32_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (row[v] > row[best]) best = int32_t(v);
+    a.ids.ptr<int32_t>()[r] = best;
+  }
+  return ok_status();
+}
+
+Status add_i32(const ops::AddI32Args& a) {
+  for (int64_t i = 0; i < a.x.numel(); ++i) a.x.ptr<int32_t>()[i] += a.value;
+  return ok_status();
+}
+
+}  // namespace mx::cpu

@@ -1,0 +1,118 @@
+// Raw kernel launchers (one per kernel family, defined in the .cu file of the same stem): plain
+// parameter structs, no checks. Called only by the launch_<stem> functions of launch_*.cpp, which
+// check each contract first and turn the cudaError_t into a Status.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mx::cuda::kern {
+
+// bf16_gather_rows.cu: out[i] = table[rows[i]] (embed and gather_rows); an id outside [0, n_rows)
+// writes a zero row (the device cannot report it without a host sync).
+struct GatherRowsParams {
+  const void* table;   // (n_rows, width) bf16
+  const int32_t* rows;  // (R)
+  void* out;           // (R, width) bf16
+  int64_t n_rows, width, R;
+};
+cudaError_t run_bf16_gather_rows(const GatherRowsParams& p, cudaStream_t s);
+
+// bf16_bf16w_rmsnorm.cu
+struct RmsNormParams {
+  const void* x;       // (T, D) bf16
+  const void* weight;  // (D) bf16 or f32
+  bool weight_f32;
+  void* out;           // (T, D) bf16, may alias x
+  int64_t T, D;
+  float eps;
+};
+cudaError_t run_bf16_bf16w_rmsnorm(const RmsNormParams& p, cudaStream_t s);
+
+// bf16_bf16w_gemv.cu: out (T, N) (=|+=) x (T, Kin) . W (N, Kin)^T + bias, T <= kGemvMaxTokens.
+inline constexpr int kGemvMaxTokens = 4;
+struct GemvParams {
+  const void* x;     // (T, Kin) bf16
+  const void* w;     // (N, Kin) bf16
+  const void* bias;  // (N) bf16 or null
+  void* out;         // (T, N) bf16 or f32
+  bool out_f32, accumulate;
+  int64_t T, N, Kin;
+};
+cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s);
+
+// bf16_bf16w_gemm.cu: out (T, N) (+)= bias (N) broadcast, the pre-pass of the cuBLASLt path.
+cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool accumulate, int64_t T, int64_t N,
+                               cudaStream_t s);
+
+// bf16_qkv_rope_cache.cu
+struct RopeCacheParams {
+  void* qkv;  // (T, (H + 2 Hkv) Dh) bf16, rotated in place
+  const float* inv_freq;  // (Dh/2)
+  float concentration;
+  const int32_t* positions;     // (T)
+  const int32_t* seq_index;     // (T)
+  const int32_t* block_tables;  // (S, max_blocks)
+  void* k_cache;                // (num_blocks, B, Hkv, Dh) bf16
+  void* v_cache;
+  int64_t T, max_blocks, block_size;
+  int H, Hkv, Dh;
+};
+cudaError_t run_bf16_qkv_rope_cache(const RopeCacheParams& p, cudaStream_t s);
+
+// bf16_attention_decode.cu: split-K attention over the paged cache (any T; Dh == 64, H/Hkv <= 8).
+inline constexpr int kAttnHeadDim = 64;
+inline constexpr int kAttnMaxGroup = 8;
+struct AttentionParams {
+  const void* qkv;  // (T, (H + 2 Hkv) Dh) bf16
+  const void* sinks;  // (H) bf16 or f32
+  bool sinks_f32;
+  const int32_t* positions;
+  const int32_t* seq_index;
+  const int32_t* block_tables;
+  const void* k_cache;
+  const void* v_cache;
+  void* out;        // (T, H Dh) bf16
+  float* partials;  // (T, H, splits, Dh + 2) f32 scratch
+  int64_t T, max_blocks, block_size;
+  int H, Hkv, window, splits;
+  float scale;
+};
+cudaError_t run_bf16_attention_decode(const AttentionParams& p, cudaStream_t s);
+
+// bf16_router_topk.cu: one warp per token, E <= kTopkMaxExperts, K <= kTopkMaxK.
+inline constexpr int kTopkMaxExperts = 256;
+inline constexpr int kTopkMaxK = 8;
+struct RouterTopkParams {
+  const void* logits;  // (T, E) bf16 or f32
+  bool logits_f32;
+  int32_t* ids;    // (T, K)
+  float* weights;  // (T, K)
+  int64_t T;
+  int E, K;
+};
+cudaError_t run_bf16_router_topk(const RouterTopkParams& p, cudaStream_t s);
+
+// bf16_mxfp4w_moe_gemv.cu: the MXFP4 expert GEMVs straight from the top-k ids.
+inline constexpr int kMoeMaxK = 8;
+struct MoeParams {
+  const void* x;            // (T, D) bf16
+  const int32_t* ids;       // (T, K)
+  const float* weights;     // (T, K)
+  const uint8_t* gu_blocks;  // (E, 2F, D/32, 16)
+  const uint8_t* gu_scales;  // (E, 2F, D/32)
+  const void* gu_bias;       // (E, 2F) bf16
+  const uint8_t* dn_blocks;  // (E, D, F/32, 16)
+  const uint8_t* dn_scales;  // (E, D, F/32)
+  const void* dn_bias;       // (E, D) bf16
+  float* act;                // (T, K, F) f32 scratch: SwiGLU output
+  void* residual;            // (T, D) bf16, += in place
+  int64_t T;
+  int D, F, E, K;
+  float limit, alpha;
+};
+cudaError_t run_bf16_mxfp4w_moe_gemv(const MoeParams& p, cudaStream_t s);
+size_t moe_gemv_smem_bytes(int D, int F, int K);  // dynamic shared memory of the larger kernel
+
+}  // namespace mx::cuda::kern

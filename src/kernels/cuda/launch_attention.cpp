@@ -1,0 +1,76 @@
+// Launchers of the attention CUDA ops: qkv_rope_cache (RoPE + paged-cache write) and attention
+// (split-K decode kernel, used for any T); each checks its kernel's contract first.
+#include <algorithm>
+
+#include "kernels/cuda/launch_util.h"
+
+namespace mx::cuda {
+namespace {
+
+constexpr int kMaxSplits = 64;          // key-range splits per (token, kv head)
+constexpr int kMinKeysPerSplit = 128;   // one 32-key tile per warp of a split block
+constexpr int kBlocksPerSm = 2;         // aim: T * Hkv * splits ~ this many blocks per SM
+
+// Splits for a call: enough blocks to fill the GPU, no more than the longest key range needs.
+// The longest range is bounded by the block table (no host sync to read the positions).
+int attention_splits(int64_t T, int Hkv, int64_t max_keys) {
+  const int64_t fill = (int64_t(kBlocksPerSm) * sm_count() + T * Hkv - 1) / (T * Hkv);
+  const int64_t need = (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  return int(std::clamp<int64_t>(std::min(fill, need), 1, kMaxSplits));
+}
+
+Status check_cache_layout(const char* kernel, const ops::KvLayer& c, const ops::TokenBatch& b) {
+  MX_CHECK(c.k.dtype == DType::BF16 && c.v.dtype == DType::BF16, "{}: the KV cache must be bf16", kernel);
+  MX_CHECK(c.v.dim(0) == c.k.dim(0) && c.v.dim(1) == c.k.dim(1) && c.v.dim(2) == c.k.dim(2) && c.v.dim(3) == c.k.dim(3),
+           "{}: k cache {} and v cache {} differ", kernel, c.k.shape_str(), c.v.shape_str());
+  MX_CHECK(c.k.dim(1) > 0 && b.block_tables.dim(1) > 0, "{}: empty block size or block table", kernel);
+  return ok_status();
+}
+
+Status launch_bf16_qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
+  MX_TRY(check_cache_layout("bf16_qkv_rope_cache", a.cache, a.batch));
+  MX_CHECK(a.head_dim <= 256, "bf16_qkv_rope_cache: head_dim {} > 256", a.head_dim);
+  const kern::RopeCacheParams p{.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(),
+                                .concentration = a.rope.concentration,
+                                .positions = a.batch.positions.ptr<const int32_t>(),
+                                .seq_index = a.batch.seq_index.ptr<const int32_t>(),
+                                .block_tables = a.batch.block_tables.ptr<const int32_t>(),
+                                .k_cache = a.cache.k.data, .v_cache = a.cache.v.data, .T = a.qkv.dim(0),
+                                .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1),
+                                .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
+  return kernel_status("bf16_qkv_rope_cache", kern::run_bf16_qkv_rope_cache(p, stream()));
+}
+
+Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
+  MX_TRY(check_cache_layout("bf16_attention_decode", a.cache, a.batch));
+  MX_CHECK(a.head_dim == kern::kAttnHeadDim, "bf16_attention_decode: head_dim {} != {}", a.head_dim,
+           kern::kAttnHeadDim);
+  MX_CHECK(a.n_heads / a.n_kv_heads <= kern::kAttnMaxGroup, "bf16_attention_decode: {} q heads per kv head > {}",
+           a.n_heads / a.n_kv_heads, kern::kAttnMaxGroup);
+  MX_CHECK(aligned16(a.qkv.data) && aligned16(a.cache.k.data) && aligned16(a.cache.v.data),
+           "bf16_attention_decode: qkv and the cache must be 16-byte aligned");
+  const int64_t T = a.qkv.dim(0);
+  if (T == 0) return ok_status();
+  int64_t max_keys = a.batch.block_tables.dim(1) * a.cache.k.dim(1);
+  if (a.window > 0) max_keys = std::min<int64_t>(max_keys, a.window);
+  const int splits = attention_splits(T, a.n_kv_heads, max_keys);
+  void* ws;
+  MX_ASSIGN(ws, workspace(size_t(T) * a.n_heads * splits * (a.head_dim + 2) * sizeof(float)));
+  const kern::AttentionParams p{.qkv = a.qkv.data, .sinks = a.sinks.data, .sinks_f32 = a.sinks.dtype == DType::F32,
+                                .positions = a.batch.positions.ptr<const int32_t>(),
+                                .seq_index = a.batch.seq_index.ptr<const int32_t>(),
+                                .block_tables = a.batch.block_tables.ptr<const int32_t>(),
+                                .k_cache = a.cache.k.data, .v_cache = a.cache.v.data, .out = a.out.data,
+                                .partials = static_cast<float*>(ws), .T = T,
+                                .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1),
+                                .H = a.n_heads, .Hkv = a.n_kv_heads, .window = a.window, .splits = splits,
+                                .scale = a.scale};
+  return kernel_status("bf16_attention_decode", kern::run_bf16_attention_decode(p, stream()));
+}
+
+}  // namespace
+
+Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) { return launch_bf16_qkv_rope_cache(a); }
+Status attention(const ops::AttentionArgs& a) { return launch_bf16_attention_decode(a); }
+
+}  // namespace mx::cuda

@@ -1,0 +1,121 @@
+// Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, linear): each checks its kernel's
+// contract and returns a Status. linear chooses the GEMV kernel or cuBLASLt (threshold below).
+#include <cublasLt.h>
+
+#include "kernels/cuda/launch_util.h"
+
+namespace mx::cuda {
+namespace {
+
+// Tokens up to which linear runs the GEMV kernel (weights streamed once for all tokens) instead of
+// cuBLASLt. Measured with bench_kernels on H100 at qkv 5120x2880 (docs/PERFORMANCE.md): GEMV
+// 13.4 us at T=1 and T=2 but 18.5 us at T=4, cuBLASLt 13.0 us at T=5..8; so GEMV up to 2.
+constexpr int64_t kLinearGemvMaxTokens = 2;
+static_assert(kLinearGemvMaxTokens <= kern::kGemvMaxTokens);
+
+constexpr size_t kCublasLtWorkspace = 32u << 20;
+
+Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Tensor& out) {
+  MX_CHECK(table.dtype == DType::BF16 && out.dtype == DType::BF16, "bf16_gather_rows: needs bf16 rows");
+  const kern::GatherRowsParams p{.table = table.data, .rows = rows.ptr<const int32_t>(), .out = out.data,
+                                 .n_rows = table.dim(0), .width = table.dim(1), .R = rows.dim(0)};
+  return kernel_status("bf16_gather_rows", kern::run_bf16_gather_rows(p, stream()));
+}
+
+Status launch_bf16_bf16w_gemv(const ops::LinearArgs& a) {
+  const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
+  MX_CHECK(T <= kern::kGemvMaxTokens, "bf16_bf16w_gemv: {} tokens > {}", T, kern::kGemvMaxTokens);
+  MX_CHECK(Kin % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data),
+           "bf16_bf16w_gemv: needs Kin % 8 == 0 and 16-byte aligned x, w (Kin={})", Kin);
+  const kern::GemvParams p{.x = a.x.data, .w = a.w.data, .bias = a.bias.data, .out = a.out.data,
+                           .out_f32 = a.out.dtype == DType::F32,
+                           .accumulate = a.accumulate == ops::Accumulate::IntoOut, .T = T, .N = a.w.dim(0),
+                           .Kin = Kin};
+  return kernel_status("bf16_bf16w_gemv", kern::run_bf16_bf16w_gemv(p, stream()));
+}
+
+#define MX_CUBLAS(call)                                                                        \
+  do {                                                                                         \
+    const cublasStatus_t _st = (call);                                                         \
+    MX_CHECK(_st == CUBLAS_STATUS_SUCCESS, "cuBLASLt: {} failed with status {}", #call, int(_st)); \
+  } while (0)
+
+// Owns the cuBLASLt descriptors of one call.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+Result<cublasLtHandle_t> lt_handle() {
+  static cublasLtHandle_t handle = nullptr;
+  if (!handle) MX_CUBLAS(cublasLtCreate(&handle));
+  return handle;
+}
+
+// out (T, N) = x (T, Kin) . W^T (+ out when beta = 1): column-major out^T = W . x^T, i.e.
+// D (N x T) = op_T(A: Kin x N, ld Kin) . B (Kin x T, ld Kin).
+Status launch_bf16_bf16w_gemm(const ops::LinearArgs& a) {
+  const int64_t T = a.x.dim(0), Kin = a.x.dim(1), N = a.w.dim(0);
+  const bool out_f32 = a.out.dtype == DType::F32, acc = a.accumulate == ops::Accumulate::IntoOut;
+  const bool bias = !a.bias.empty();
+  if (bias)  // out = bias or out += bias first, then the GEMM adds into it (beta = 1)
+    MX_TRY(kernel_status("bias_broadcast",
+                         kern::run_bias_broadcast(a.out.data, out_f32, a.bias.data, acc, T, N, stream())));
+  const float alpha = 1.0f, beta = (bias || acc) ? 1.0f : 0.0f;
+  cublasLtHandle_t handle;
+  MX_ASSIGN(handle, lt_handle());
+  void* ws;
+  MX_ASSIGN(ws, workspace(kCublasLtWorkspace));
+  LtDescs d;
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  const cudaDataType_t out_type = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  MX_CUBLAS(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  MX_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  MX_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_16BF, uint64_t(Kin), uint64_t(N), Kin));
+  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_16BF, uint64_t(Kin), uint64_t(T), Kin));
+  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.c, out_type, uint64_t(N), uint64_t(T), N));
+  MX_CUBLAS(cublasLtMatmulPreferenceCreate(&d.pref));
+  const uint64_t ws_bytes = kCublasLtWorkspace;
+  MX_CUBLAS(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                 sizeof(ws_bytes)));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  MX_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found));
+  MX_CHECK(found > 0, "cuBLASLt: no algorithm for a {}x{}x{} BF16 GEMM", T, N, Kin);
+  MX_CUBLAS(cublasLtMatmul(handle, d.op, &alpha, a.w.data, d.a, a.x.data, d.b, &beta, a.out.data, d.c, a.out.data,
+                           d.c, &heur.algo, ws, kCublasLtWorkspace, stream()));
+  return ok_status();
+}
+
+}  // namespace
+
+Status embed(const ops::EmbedArgs& a) { return launch_bf16_gather_rows(a.table, a.ids, a.out); }
+
+Status gather_rows(const ops::GatherRowsArgs& a) {
+  MX_CHECK(a.out.data != a.x.data || a.rows.dim(0) == 0, "gather_rows: out must not alias x on CUDA");
+  return launch_bf16_gather_rows(a.x, a.rows, a.out);
+}
+
+Status rmsnorm(const ops::RmsNormArgs& a) {
+  const kern::RmsNormParams p{.x = a.x.data, .weight = a.weight.data, .weight_f32 = a.weight.dtype == DType::F32,
+                              .out = a.out.data, .T = a.x.dim(0), .D = a.x.dim(1), .eps = a.eps};
+  return kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream()));
+}
+
+Status linear(const ops::LinearArgs& a) {
+  const bool gemv_ok = a.x.dim(1) % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data);
+  if (a.x.dim(0) == 0) return ok_status();
+  if (a.x.dim(0) <= kLinearGemvMaxTokens && gemv_ok) return launch_bf16_bf16w_gemv(a);
+  return launch_bf16_bf16w_gemm(a);
+}
+
+}  // namespace mx::cuda

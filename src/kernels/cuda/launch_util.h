@@ -1,0 +1,32 @@
+// Host-side helpers of the CUDA launchers (launch_*.cpp, compiled as C++ so that MX_CHECK/fmt
+// work): the engine stream, the scratch workspace, launch-status conversion, alignment checks.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/kernels.h"
+
+namespace mx::cuda {
+
+inline cudaStream_t stream() { return static_cast<cudaStream_t>(current_stream()); }
+
+// One grow-only device scratch buffer shared by all ops of the engine stream (ops run in stream
+// order, so one op's scratch is dead when the next starts). Growing is refused while the stream is
+// captured into a graph: run one eager step at the largest shapes first. Defined in memory.cpp.
+Result<void*> workspace(size_t bytes);
+
+// Multiprocessor count and opt-in shared memory per block of the current device (cached).
+int sm_count();
+size_t max_smem_per_block();
+
+inline Status kernel_status(const char* kernel, cudaError_t err) {
+  MX_CHECK(err == cudaSuccess, "{}: launch failed: {}", kernel, cudaGetErrorString(err));
+  return ok_status();
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace mx::cuda

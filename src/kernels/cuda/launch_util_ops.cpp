@@ -1,0 +1,90 @@
+// Launchers of the utility ops (fill_random, argmax, add_i32) and the op-timing events.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/util_kernels.h"
+
+namespace mx::cuda {
+namespace {
+cudaStream_t engine_stream() { return static_cast<cudaStream_t>(current_stream()); }
+
+Status launched(const char* what, cudaError_t err) {
+  MX_CHECK(err == cudaSuccess, "{}: launch failed: {}", what, cudaGetErrorString(err));
+  return ok_status();
+}
+}  // namespace
+
+Status fill_random(const ops::FillRandomArgs& a) {
+  const kern::FillKind kind = a.out.dtype == DType::U8     ? kern::FillKind::U8
+                              : a.out.dtype == DType::BF16 ? kern::FillKind::BF16
+                                                           : kern::FillKind::F32;
+  return launched("fill_random", kern::run_fill_random(a.out.data, kind, a.out.numel(), a.seed, a.scale, a.offset,
+                                                       a.byte_lo, a.byte_hi, engine_stream()));
+}
+
+Status argmax(const ops::ArgmaxArgs& a) {
+  return launched("f32_argmax", kern::run_f32_argmax(a.logits.ptr<const float>(), a.ids.ptr<int32_t>(),
+                                                     a.logits.dim(0), a.logits.dim(1), engine_stream()));
+}
+
+Status add_i32(const ops::AddI32Args& a) {
+  return launched("add_i32", kern::run_add_i32(a.x.ptr<int32_t>(), a.x.numel(), a.value, engine_stream()));
+}
+
+void* event_record() {
+  cudaEvent_t e = nullptr;
+  cudaEventCreate(&e);
+  cudaEventRecord(e, engine_stream());
+  return e;
+}
+
+double event_elapsed_us(void* a, void* b) {
+  float ms = 0;
+  cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b));
+  cudaEventDestroy(static_cast<cudaEvent_t>(a));
+  cudaEventDestroy(static_cast<cudaEvent_t>(b));
+  return double(ms) * 1000.0;
+}
+
+}  // namespace mx::cuda
+
+namespace mx::cuda {
+
+Status mem_info(size_t* free_bytes, size_t* total_bytes) {
+  const cudaError_t err = cudaMemGetInfo(free_bytes, total_bytes);
+  MX_CHECK(err == cudaSuccess, "cudaMemGetInfo: {}", cudaGetErrorString(err));
+  return ok_status();
+}
+
+Result<void*> graph_capture(const std::function<Status()>& step) {
+  void* const previous = current_stream();
+  cudaStream_t s = nullptr;
+  MX_CHECK(cudaStreamCreate(&s) == cudaSuccess, "cudaStreamCreate failed");
+  set_current_stream(s);
+  cudaGraph_t graph = nullptr;
+  cudaError_t err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  Status st = err == cudaSuccess ? step() : MX_ERROR("cudaStreamBeginCapture: {}", cudaGetErrorString(err));
+  const cudaError_t end = cudaStreamEndCapture(s, &graph);
+  set_current_stream(previous);
+  cudaStreamDestroy(s);
+  if (!st.ok()) {
+    if (graph) cudaGraphDestroy(graph);
+    return st.with_context("capturing a CUDA graph");
+  }
+  MX_CHECK(end == cudaSuccess, "cudaStreamEndCapture: {}", cudaGetErrorString(end));
+  cudaGraphExec_t exec = nullptr;
+  err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  MX_CHECK(err == cudaSuccess, "cudaGraphInstantiate: {}", cudaGetErrorString(err));
+  return static_cast<void*>(exec);
+}
+
+Status graph_replay(void* exec) {
+  const cudaError_t err = cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), engine_stream());
+  MX_CHECK(err == cudaSuccess, "cudaGraphLaunch: {}", cudaGetErrorString(err));
+  return ok_status();
+}
+
+void graph_destroy(void* exec) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)); }
+
+}  // namespace mx::cuda

@@ -1,0 +1,91 @@
+// Device memory, copies, the engine stream and the ops' scratch workspace for the CUDA backend.
+// Host code only, so it is compiled as C++: fmt (MX_CHECK) does not compile under nvcc.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/launch_util.h"
+
+namespace mx::cuda {
+namespace {
+cudaStream_t g_stream = nullptr;
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+Result<void*> device_malloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+  MX_CHECK(err == cudaSuccess, "cudaMalloc of {} bytes failed: {}", bytes, cudaGetErrorString(err));
+  return p;
+}
+
+void device_free(void* p) { cudaFree(p); }
+
+Status memcpy_any(void* dst, const void* src, size_t bytes) {
+  const cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+  MX_CHECK(err == cudaSuccess, "cudaMemcpy of {} bytes failed: {}", bytes, cudaGetErrorString(err));
+  return ok_status();
+}
+
+Status synchronize() {
+  const cudaError_t err = cudaStreamSynchronize(g_stream);
+  MX_CHECK(err == cudaSuccess, "CUDA error: {}", cudaGetErrorString(err));
+  return ok_status();
+}
+
+void* current_stream() { return g_stream; }
+void set_current_stream(void* stream) { g_stream = static_cast<cudaStream_t>(stream); }
+
+}  // namespace mx::cuda
+
+namespace mx::cuda {
+namespace {
+void* g_workspace = nullptr;
+size_t g_workspace_bytes = 0;
+}  // namespace
+
+// Grow-only scratch for the ops (see launch_util.h); cudaFree synchronises the device first.
+Result<void*> workspace(size_t bytes) {
+  if (bytes <= g_workspace_bytes) return g_workspace;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(g_stream, &capture);
+  if (capture != cudaStreamCaptureStatusNone)
+    return MX_ERROR("CUDA workspace must grow to {} bytes during graph capture: run one eager step first", bytes);
+  if (g_workspace) cudaFree(g_workspace);
+  g_workspace = nullptr;
+  g_workspace_bytes = 0;
+  const size_t grown = (bytes + (1u << 20) - 1) & ~size_t((1u << 20) - 1);
+  const cudaError_t err = cudaMalloc(&g_workspace, grown);
+  MX_CHECK(err == cudaSuccess, "cudaMalloc of a {}-byte workspace failed: {}", grown, cudaGetErrorString(err));
+  g_workspace_bytes = grown;
+  return g_workspace;
+}
+
+}  // namespace mx::cuda
+
+namespace mx::cuda {
+namespace {
+const cudaDeviceProp& device_props() {
+  static const cudaDeviceProp props = [] {
+    cudaDeviceProp p{};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&p, dev);
+    return p;
+  }();
+  return props;
+}
+}  // namespace
+
+int sm_count() { return device_props().multiProcessorCount; }
+size_t max_smem_per_block() { return device_props().sharedMemPerBlockOptin; }
+
+}  // namespace mx::cuda

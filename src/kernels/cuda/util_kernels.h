@@ -1,0 +1,17 @@
+// Raw launchers of the utility kernels (util_kernels.cu): seeded random fill, row argmax, i32 add.
+// Called by launch_util_ops.cpp, which checks the contracts.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mx::cuda::kern {
+
+enum class FillKind { F32, BF16, U8 };
+cudaError_t run_fill_random(void* out, FillKind kind, int64_t n, uint64_t seed, float scale, float offset, int lo,
+                            int hi, cudaStream_t s);
+cudaError_t run_f32_argmax(const float* logits, int32_t* ids, int64_t R, int64_t V, cudaStream_t s);
+cudaError_t run_add_i32(int32_t* x, int64_t n, int32_t value, cudaStream_t s);
+
+}  // namespace mx::cuda::kern

@@ -1,0 +1,125 @@
+// CUDA router_topk (ids bitwise) and the MXFP4 MoE GEMVs against the CPU reference: gpt-oss
+// sizes (D = F = 2880, E = 32 / 128, K = 4), odd small ones, idle experts, all tokens on one expert.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace mx::test {
+namespace {
+
+// The residual is bf16 (one rounding, NMSE ~1e-6 at the residual's scale); the MXFP4 decode is
+// exact and the act intermediate is f32 on both sides, so only FP32 summation order differs.
+constexpr double kMoeNmse = 1e-5;
+
+TEST(CudaMoe, RouterTopkIdsBitwise) {
+  MX_REQUIRE_CUDA();
+  for (int E : {32, 128, 5}) {
+    const int64_t T = 37;
+    const int K = std::min(4, E);
+    // Logits on a coarse grid so that ties occur: the lower expert index must win them.
+    std::vector<float> v = random_floats(size_t(T * E), 90 + E, -4.0f, 4.0f);
+    for (float& x : v) x = std::round(x * 2.0f) / 2.0f;
+    for (bool f32 : {false, true}) {
+      Mirror logits = f32 ? raw(v, DType::F32, {T, E}) : act(v, {T, E});
+      Mirror ids = raw(std::vector<int32_t>(size_t(T * K), -1), DType::I32, {T, K});
+      Mirror w = raw(std::vector<float>(size_t(T * K), -1.0f), DType::F32, {T, K});
+      ASSERT_TRUE(ops::router_topk({.logits = logits.gpu, .ids = ids.gpu, .weights = w.gpu}).ok());
+      ASSERT_TRUE(ops::router_topk({.logits = logits.cpu, .ids = ids.cpu, .weights = w.cpu}).ok());
+      std::vector<int32_t> got(size_t(T * K));
+      ASSERT_TRUE(ops::copy(Tensor(got.data(), DType::I32, {T * K}), ids.gpu).ok());
+      const std::vector<int32_t> ref(reinterpret_cast<const int32_t*>(ids.host.data()),
+                                     reinterpret_cast<const int32_t*>(ids.host.data()) + T * K);
+      EXPECT_EQ(got, ref) << "E=" << E;
+      EXPECT_TRUE(all_close(download(w.gpu), host_floats(w), 0, 1e-6)) << "E=" << E;  // same double math
+    }
+  }
+}
+
+struct MoeCase {
+  int64_t T;
+  int D, F, E, K;
+};
+
+// Random MXFP4 experts with scales 2^-9..2^-5 (gate/up values reach the +-7 clamps), the given
+// top-k ids; returns (gpu, cpu) residual outputs.
+std::pair<std::vector<float>, std::vector<float>> run_moe(const MoeCase& c, const std::vector<int32_t>& ids_v,
+                                                          uint64_t seed) {
+  auto bytes = [&](size_t n, uint64_t s, int lo, int hi) {
+    std::vector<uint8_t> b(n);
+    std::mt19937_64 rng(s);
+    std::uniform_int_distribution<int> dist(lo, hi);
+    for (auto& x : b) x = uint8_t(dist(rng));
+    return b;
+  };
+  const int64_t E = c.E, D = c.D, F = c.F, T = c.T, K = c.K;
+  Mirror gu_b = raw(bytes(size_t(E * 2 * F * D / 2), seed, 0, 255), DType::U8, {E, 2 * F, D / 32, 16});
+  Mirror gu_s = raw(bytes(size_t(E * 2 * F * D / 32), seed + 1, 118, 122), DType::U8, {E, 2 * F, D / 32});
+  Mirror gu_bias = bf16_weights(random_floats(size_t(E * 2 * F), seed + 2), {E, 2 * F});
+  Mirror dn_b = raw(bytes(size_t(E * D * F / 2), seed + 3, 0, 255), DType::U8, {E, D, F / 32, 16});
+  Mirror dn_s = raw(bytes(size_t(E * D * F / 32), seed + 4, 116, 120), DType::U8, {E, D, F / 32});
+  Mirror dn_bias = bf16_weights(random_floats(size_t(E * D), seed + 5), {E, D});
+  Mirror x = act(random_floats(size_t(T * D), seed + 6, -2.0f, 2.0f), {T, D});
+  Mirror ids = raw(ids_v, DType::I32, {T, K});
+  std::vector<float> wv = random_floats(size_t(T * K), seed + 7, 0.05f, 1.0f);
+  Mirror w = raw(wv, DType::F32, {T, K});
+  Mirror res = act(random_floats(size_t(T * D), seed + 8, -0.5f, 0.5f), {T, D});
+  for (bool gpu : {true, false}) {
+    auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
+    const Status st = ops::moe({.x = pick(x), .ids = pick(ids), .weights = pick(w),
+                                .w = {.gate_up_blocks = pick(gu_b), .gate_up_scales = pick(gu_s),
+                                      .gate_up_bias = pick(gu_bias), .down_blocks = pick(dn_b),
+                                      .down_scales = pick(dn_s), .down_bias = pick(dn_bias)},
+                                .residual = pick(res)});
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  return {download(res.gpu), host_floats(res)};
+}
+
+// Distinct top-k ids per token from a seeded shuffle of the first `experts_used` experts.
+std::vector<int32_t> random_ids(int64_t T, int K, int experts_used, uint64_t seed) {
+  std::vector<int32_t> ids;
+  std::mt19937_64 rng(seed);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> e(static_cast<size_t>(experts_used));
+    std::iota(e.begin(), e.end(), 0);
+    std::shuffle(e.begin(), e.end(), rng);
+    ids.insert(ids.end(), e.begin(), e.begin() + K);
+  }
+  return ids;
+}
+
+TEST(CudaMoe, GptOssSizesDecodeAndSmallBatch) {
+  MX_REQUIRE_CUDA();
+  for (const MoeCase& c : {MoeCase{1, 2880, 2880, 32, 4}, MoeCase{3, 2880, 2880, 32, 4}}) {
+    // Experts 0..15 only: 16..31 receive no tokens.
+    const auto [gpu, cpu] = run_moe(c, random_ids(c.T, c.K, 16, 200 + c.T), 300 + c.T);
+    EXPECT_LT(nmse(gpu, cpu), kMoeNmse) << "T=" << c.T;
+    EXPECT_GT(nmse(corrupted(gpu), cpu), kMoeNmse) << "the check must catch a corrupted output";
+  }
+}
+
+TEST(CudaMoe, AllTokensOnOneExpert) {
+  MX_REQUIRE_CUDA();
+  const MoeCase c{9, 2880, 2880, 128, 4};
+  std::vector<int32_t> ids = random_ids(c.T, c.K, 40, 400);
+  for (int64_t t = 0; t < c.T; ++t) {  // expert 77 in every token's set, at varying slots
+    ids[size_t(t * c.K + t % c.K)] = 77;
+  }
+  const auto [gpu, cpu] = run_moe(c, ids, 401);
+  EXPECT_LT(nmse(gpu, cpu), kMoeNmse);
+}
+
+TEST(CudaMoe, OddSmallSizesAndManyTokens) {
+  MX_REQUIRE_CUDA();
+  for (const MoeCase& c : {MoeCase{7, 64, 96, 5, 2}, MoeCase{1, 32, 32, 3, 3}, MoeCase{70, 160, 64, 8, 4}}) {
+    const auto [gpu, cpu] = run_moe(c, random_ids(c.T, c.K, c.E, 500 + c.D), 600 + c.D);
+    EXPECT_LT(nmse(gpu, cpu), kMoeNmse) << "T=" << c.T << " D=" << c.D << " F=" << c.F;
+  }
+}
+
+}  // namespace
+}  // namespace mx::test

@@ -1,0 +1,97 @@
+// Helpers of the CUDA kernel tests (tests/kernels/cuda_*_test.cpp): the same values on the CPU
+// (f32 activations, the reference backend) and on the GPU (bf16 activations), downloads, and the
+// skip when no CUDA device is present.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/ops.h"
+#include "test_util.h"
+
+// GPU tests skip, visibly, on machines without a CUDA device (CI builds them but has no GPU).
+#define MX_REQUIRE_CUDA() \
+  if (!::mx::ops::cuda_available()) GTEST_SKIP() << "no CUDA device"
+
+namespace mx::test {
+
+// One tensor held twice: `cpu` for the reference backend, `gpu` for the CUDA backend.
+struct Mirror {
+  std::vector<uint8_t> host;
+  ops::Buffer dev;
+  Tensor cpu, gpu;
+};
+
+inline void fill_mirror(Mirror& m, DType cpu_type, DType gpu_type, std::initializer_list<int64_t> shape,
+                        const void* gpu_bytes) {
+  m.cpu = Tensor(m.host.data(), cpu_type, shape, Device::CPU);
+  Tensor probe(nullptr, gpu_type, shape, Device::CUDA);
+  m.dev = std::move(ops::Buffer::allocate(Device::CUDA, probe.nbytes()).value());
+  m.gpu = m.dev.view(gpu_type, shape);
+  Tensor src(const_cast<void*>(gpu_bytes), gpu_type, shape, Device::CPU);
+  EXPECT_TRUE(ops::copy(m.gpu, src).ok());
+}
+
+// Activations: f32 on the CPU, bf16 on the GPU, both holding the bf16-rounded values of `v`.
+inline Mirror act(const std::vector<float>& v, std::initializer_list<int64_t> shape) {
+  Mirror m;
+  m.host.resize(v.size() * 4);
+  std::vector<bf16> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    b[i] = f32_to_bf16(v[i]);
+    const float r = bf16_to_f32(b[i]);
+    std::memcpy(m.host.data() + 4 * i, &r, 4);
+  }
+  fill_mirror(m, DType::F32, DType::BF16, shape, b.data());
+  return m;
+}
+
+// Same dtype on both sides: bf16 weights (rounded from v), f32, i32 or u8 data.
+inline Mirror bf16_weights(const std::vector<float>& v, std::initializer_list<int64_t> shape) {
+  Mirror m;
+  m.host.resize(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bf16 b = f32_to_bf16(v[i]);
+    std::memcpy(m.host.data() + 2 * i, &b, 2);
+  }
+  fill_mirror(m, DType::BF16, DType::BF16, shape, m.host.data());
+  return m;
+}
+
+template <typename T>
+inline Mirror raw(const std::vector<T>& v, DType dtype, std::initializer_list<int64_t> shape) {
+  Mirror m;
+  m.host.resize(v.size() * sizeof(T));
+  std::memcpy(m.host.data(), v.data(), m.host.size());
+  fill_mirror(m, dtype, dtype, shape, m.host.data());
+  return m;
+}
+
+// A GPU tensor (bf16 or f32) as floats.
+inline std::vector<float> download(const Tensor& t) {
+  std::vector<float> out(size_t(t.numel()));
+  if (t.dtype == DType::F32) {
+    EXPECT_TRUE(ops::copy(Tensor(out.data(), DType::F32, {t.numel()}), t).ok());
+    return out;
+  }
+  std::vector<bf16> b(out.size());
+  EXPECT_TRUE(ops::copy(Tensor(b.data(), DType::BF16, {t.numel()}), t).ok());
+  for (size_t i = 0; i < b.size(); ++i) out[i] = bf16_to_f32(b[i]);
+  return out;
+}
+
+inline std::vector<float> host_floats(const Mirror& m) {
+  std::vector<float> out(size_t(m.cpu.numel()));
+  std::memcpy(out.data(), m.host.data(), out.size() * 4);
+  return out;
+}
+
+// Every 10th element scaled by 1.1: an NMSE near 1e-3, what a broken row or lane looks like.
+inline std::vector<float> corrupted(std::vector<float> v) {
+  for (size_t i = 0; i < v.size(); i += 10) v[i] *= 1.1f;
+  return v;
+}
+
+}  // namespace mx::test
