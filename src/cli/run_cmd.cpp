@@ -2,6 +2,7 @@
 // logits each token was chosen from as a .npy file.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "cli/backend.h"
@@ -9,6 +10,8 @@
 #include "core/log.h"
 #include "core/npy.h"
 #include "runtime/generate.h"
+#include "tokenizer/harmony.h"
+#include "tokenizer/harmony_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mx::cli {
@@ -19,7 +22,51 @@ struct RunFlags {
   int max_tokens = 64, top_k = 0;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   uint64_t seed = 0;
-  bool ignore_eos = false;
+  bool ignore_eos = false, raw = false;
+  std::string effort = "medium";
+};
+
+// Chat prompt: the default system message (with the reasoning effort) and one user message,
+// rendered as harmony for the assistant's turn.
+Result<std::vector<int32_t>> chat_prompt(const Tokenizer& tok, const std::string& text, const std::string& effort) {
+  harmony::SystemContent sys;
+  sys.reasoning_effort = harmony::effort_from_name(effort).value_or(harmony::ReasoningEffort::Medium);
+  const std::vector<harmony::Message> conv = {harmony::system_message(sys),
+                                              harmony::text_message(harmony::Role::User, text)};
+  MX_ASSIGN(harmony::Rendered r, harmony::render_for_completion(conv, harmony::Role::Assistant));
+  return r.tokens(tok);
+}
+
+// Prints streamed harmony output: the analysis channel dimmed on stderr, everything else on stdout.
+class ChatPrinter {
+ public:
+  static Result<ChatPrinter> create(std::shared_ptr<const Tokenizer> tok) {
+    MX_ASSIGN(harmony::StreamParser p, harmony::StreamParser::create(
+                                           tok, {.role = harmony::Role::Assistant, .mode = harmony::ParseMode::Lenient}));
+    return ChatPrinter(std::move(p));
+  }
+  void push(int32_t id) {
+    ids_.push_back(id);
+    (void)parser_.push(id);
+    const std::string& d = parser_.last_content_delta();
+    if (d.empty()) return;
+    printed_ = true;
+    const bool analysis = parser_.current_channel().value_or("") == "analysis";
+    if (analysis) std::fprintf(stderr, "\033[2m%s\033[0m", d.c_str());
+    else std::fputs(d.c_str(), stdout);
+    std::fflush(analysis ? stderr : stdout);
+  }
+  // Output that never reached a message body (e.g. a model with random weights) is shown raw.
+  void finish(const Tokenizer& tok) {
+    if (!printed_ && !ids_.empty())
+      std::printf("(the output did not follow the harmony format; raw text:)\n%s", tok.decode(ids_).c_str());
+  }
+
+ private:
+  explicit ChatPrinter(harmony::StreamParser p) : parser_(std::move(p)) {}
+  harmony::StreamParser parser_;
+  std::vector<int32_t> ids_;
+  bool printed_ = false;
 };
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
@@ -55,21 +102,36 @@ Status run(const RunFlags& f) {
   } else {
     MX_CHECK(!f.prompt.empty(), "give a prompt with -p TEXT or --prompt-ids 1,2,3");
     MX_CHECK(tok, "-p needs the model folder's tokenizer.json (or use --prompt-ids)");
-    MX_ASSIGN(prompt, tok->encode(f.prompt));
+    if (f.raw) {
+      MX_ASSIGN(prompt, tok->encode(f.prompt));
+    } else {
+      MX_ASSIGN(prompt, chat_prompt(*tok, f.prompt, f.effort));
+    }
   }
+  const bool chat = tok && f.prompt_ids.empty() && !f.raw;
   GenerateOptions opt;
   opt.max_tokens = f.max_tokens;
   opt.sampling = {.temperature = f.temperature, .top_k = f.top_k, .top_p = f.top_p, .min_p = f.min_p, .seed = f.seed};
   if (!f.ignore_eos) opt.stop_ids = model->config.eos_token_ids;
+  if (chat && !f.ignore_eos) {  // the assistant's turn ends with <|return|> or a tool <|call|>
+    opt.stop_ids.push_back(harmony::marker_id(harmony::Marker::Return));
+    opt.stop_ids.push_back(harmony::marker_id(harmony::Marker::Call));
+  }
   opt.keep_logits = !f.dump_logits.empty();
-  std::unique_ptr<StreamDecoder> stream = tok ? std::make_unique<StreamDecoder>(tok) : nullptr;
+  std::unique_ptr<StreamDecoder> stream = tok && !chat ? std::make_unique<StreamDecoder>(tok) : nullptr;
+  std::optional<ChatPrinter> printer;
+  if (chat) {
+    MX_ASSIGN(printer, ChatPrinter::create(tok));
+  }
   auto on_token = [&](int32_t id) {
-    if (stream) std::fputs(stream->push(id).c_str(), stdout);
+    if (printer) printer->push(id);
+    else if (stream) std::fputs(stream->push(id).c_str(), stdout);
     else std::printf("%d ", id);
     std::fflush(stdout);
   };
   MX_ASSIGN(GenerateResult r, generate(*model, prompt, opt, on_token));
   if (stream) std::fputs(stream->flush().c_str(), stdout);
+  if (printer) printer->finish(*tok);
   std::printf("\n");
   log_info("prompt {} tokens in {:.3f} s ({:.1f} t/s), generated {} tokens in {:.3f} s ({:.1f} t/s)", prompt.size(),
            r.prefill_seconds, double(prompt.size()) / std::max(r.prefill_seconds, 1e-9), r.tokens.size(),
@@ -101,6 +163,9 @@ void register_run(CLI::App& app) {
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dump-logits", f->dump_logits, "Write the logits of every step as a float32 .npy [steps, vocab]");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at the end-of-sequence token");
+  cmd->add_flag("--raw", f->raw, "Complete -p TEXT as plain text instead of a harmony chat turn");
+  cmd->add_option("--reasoning-effort", f->effort, "Reasoning effort of the chat prompt")
+      ->default_val("medium")->check(CLI::IsMember({"low", "medium", "high"}));
   cmd->callback([f] { exit_on_error(run(*f)); });
 }
 

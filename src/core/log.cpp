@@ -73,11 +73,11 @@ void Progress::draw(bool force) {
   const auto now = std::chrono::steady_clock::now();
   const double frac = double(done_) / double(total_);
   if (!tty_) {
-    const int decile = int(frac * 4);  // 0%, 25%, 50%, 75%, 100%
-    if (decile == last_decile_) return;
-    last_decile_ = decile;
+    const int quarter = int(frac * 4);  // a line at 0%, 25%, 50%, 75%, 100%
+    if (quarter == last_decile_) return;
+    last_decile_ = quarter;
     std::lock_guard lock(log_mutex());
-    std::fprintf(stderr, "%s: %3.0f%%\n", label_.c_str(), frac * 100);
+    std::fprintf(stderr, "%s: %3d%%\n", label_.c_str(), quarter * 25);
     return;
   }
   if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
