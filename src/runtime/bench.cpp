@@ -59,7 +59,7 @@ WeightBytes weight_bytes(const ModelConfig& c) {
   WeightBytes w;
   const double per_layer = 2 * (double(c.qkv_width()) * D + c.qkv_width() + D * c.q_width() + D +
                                 c.num_attention_heads + 2 * D + E * D + E);
-  w.dense = c.num_hidden_layers * per_layer + 2 * (V * D + D);
+  w.dense = c.num_hidden_layers * per_layer + 2 * (V * D + D) + 2 * D;  // + lm_head, final norm, one embedding row
   // gate_up: 2F rows of D/32 blocks (16 bytes + 1 scale) + bias; down: D rows of F/32 blocks + bias.
   w.expert = 2 * F * (D / 32) * 17 + 2 * F * 2 + D * (F / 32) * 17 + D * 2;
   return w;

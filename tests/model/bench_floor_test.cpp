@@ -1,0 +1,27 @@
+// The decode floor of `mxserve bench`: bytes read per step for gpt-oss-120b / 20b at batch 1
+// against DESIGN.md's memory budget (120b: 1.90 GB experts + 1.91 GB attention + 1.16 GB lm_head).
+#include <gtest/gtest.h>
+
+#include "model/synthetic.h"
+#include "runtime/bench.h"
+
+namespace mx {
+namespace {
+
+TEST(BenchFloor, DecodeBytesMatchTheDesignBudget) {
+  auto c120 = synthetic_config("synthetic:120b");
+  ASSERT_TRUE(c120.ok()) << c120.status().message();
+  EXPECT_NEAR(decode_step_bytes(*c120, 1, 0) / 1e9, 4.97, 0.05);
+  // KV: 18 full layers read every position, 18 sliding layers at most 128; 2 KB per position.
+  const double kv = decode_step_bytes(*c120, 1, 32767) - decode_step_bytes(*c120, 1, 0);
+  EXPECT_NEAR(kv, (18.0 * 32767 + 18.0 * 127) * 2048, 1.0);
+  auto c20 = synthetic_config("synthetic:20b");
+  ASSERT_TRUE(c20.ok());
+  EXPECT_NEAR(decode_step_bytes(*c20, 1, 0) / 1e9, 3.6, 0.15);
+  // A large batch reads (nearly) every expert once.
+  const double all_experts = decode_step_bytes(*c20, 1000, 0);
+  EXPECT_GT(all_experts, decode_step_bytes(*c20, 8, 0));
+}
+
+}  // namespace
+}  // namespace mx
