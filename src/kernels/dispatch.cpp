@@ -216,8 +216,15 @@ Status moe(const MoeArgs& a) {
   const double experts_read = std::min(E, double(a.ids.numel()));
   const double expert_bytes = nbytes({&a.w.gate_up_blocks, &a.w.gate_up_scales, &a.w.gate_up_bias, &a.w.down_blocks,
                                       &a.w.down_scales, &a.w.down_bias}) / E;
-  return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe),
-               experts_read * expert_bytes + nbytes({&a.x, &a.residual, &a.residual}));
+  const double bytes = experts_read * expert_bytes + nbytes({&a.x, &a.residual, &a.residual});
+  // Tokens above which the CUDA backend sorts the (token, slot) pairs by expert and runs grouped
+  // GEMMs (each expert's weights read once per 64 pairs) instead of the per-(token, slot) GEMVs.
+  // Measured on the H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test
+  // of tests/kernels/cuda_moe_grouped_test.cpp (both paths timed at T=1..64, see docs/PERFORMANCE.md).
+  constexpr int64_t kMoeGroupedMinTokens = 8;
+  if (dev == Device::CUDA && a.x.dim(0) > kMoeGroupedMinTokens)
+    return route("moe_grouped", dev, a, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
+  return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe), bytes);
 }
 
 Status fill_random(const FillRandomArgs& a) {
@@ -228,12 +235,20 @@ Status fill_random(const FillRandomArgs& a) {
   return route("fill_random", dev, a, cpu::fill_random, MX_CUDA_FN(fill_random), nbytes({&a.out}));
 }
 
-Status argmax(const ArgmaxArgs& a) {
+Status sample(const SampleArgs& a) {
   const Device dev = a.ids.device;
-  MX_TRY(expect(a.logits, "argmax", "logits", {DType::F32}, 2, dev));
-  MX_TRY(expect(a.ids, "argmax", "ids", {DType::I32}, 1, dev));
-  MX_TRY(same_dim("argmax", "rows", a.logits.dim(0), a.ids.dim(0)));
-  return route("argmax", dev, a, cpu::argmax, MX_CUDA_FN(argmax), nbytes({&a.logits}));
+  MX_TRY(expect(a.logits, "sample", "logits", {DType::F32}, 2, dev));
+  MX_TRY(expect(a.params, "sample", "params", {DType::F32}, 2, dev));
+  MX_TRY(expect(a.seeds, "sample", "seeds", {DType::I32}, 1, dev));
+  MX_TRY(expect(a.positions, "sample", "positions", {DType::I32}, 1, dev));
+  MX_TRY(expect(a.ids, "sample", "ids", {DType::I32}, 1, dev));
+  const int64_t R = a.logits.dim(0);
+  MX_TRY(same_dim("sample", "params rows", a.params.dim(0), R));
+  MX_TRY(same_dim("sample", "params columns", a.params.dim(1), 4));
+  MX_TRY(same_dim("sample", "seeds", a.seeds.dim(0), R));
+  MX_TRY(same_dim("sample", "positions", a.positions.dim(0), R));
+  MX_TRY(same_dim("sample", "ids", a.ids.dim(0), R));
+  return route("sample", dev, a, cpu::sample, MX_CUDA_FN(sample), nbytes({&a.logits}));
 }
 
 Status add_i32(const AddI32Args& a) {

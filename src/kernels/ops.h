@@ -189,12 +189,20 @@ struct FillRandomArgs {
 };
 Status fill_random(const FillRandomArgs& a);
 
-// ids[r] = argmax over the row (lowest index on ties).
-struct ArgmaxArgs {
-  Tensor logits;  // (R, V) f32
-  Tensor ids;     // (R) i32
+// Samples one token per row: greedy (lowest index of the max) when temperature <= 0; else from
+// softmax(logits / temperature) restricted to the tokens whose logit is >= each active threshold:
+// the top_k-th largest logit (top_k > 0), the largest logit t with P(logit >= t) >= top_p
+// (top_p < 1), and m + temperature·ln(min_p) (min_p > 0). Ties at a threshold are kept. The draw
+// is u = hash(seed, position) in [0, 1), taken by inverse CDF in token-id order, so a step is
+// reproducible and identical (up to float rounding at a bucket edge) on every backend.
+struct SampleArgs {
+  Tensor logits;     // (R, V) f32
+  Tensor params;     // (R, 4) f32: temperature, top_p, min_p, top_k
+  Tensor seeds;      // (R) i32
+  Tensor positions;  // (R) i32: varies the draw from step to step
+  Tensor ids;        // (R) i32 out
 };
-Status argmax(const ArgmaxArgs& a);
+Status sample(const SampleArgs& a);
 
 // x[i] += value for an i32 tensor (advances decode positions inside a captured step).
 struct AddI32Args {

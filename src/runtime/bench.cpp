@@ -1,5 +1,5 @@
 // Bench runner: random KV contents stand in for a prefilled context of the given depth (the
-// decode step reads the same bytes); decode steps run as a captured graph (forward -> argmax ->
+// decode step reads the same bytes); decode steps run as a captured graph (forward -> greedy sample ->
 // next tokens, positions + 1) replayed N times; prefill runs one forward over P tokens.
 #include "runtime/bench.h"
 
@@ -107,9 +107,11 @@ class Runner {
     for (int b = 0; b < B; ++b) hb.logit_rows.push_back(b);
     MX_ASSIGN(ForwardArgs a, staging_->stage(hb, kv_->layers()));
     const Tensor next_ids = a.tokens;
+    MX_TRY(make_sampling_inputs(B));
     auto step = [&]() -> Status {
       MX_TRY(forward(m_, *ws_, a));
-      MX_TRY(ops::argmax({.logits = a.logits, .ids = next_ids}));
+      MX_TRY(ops::sample({.logits = a.logits, .params = params_, .seeds = seeds_, .positions = a.batch.positions,
+                          .ids = next_ids}));
       return ops::add_i32({.x = a.batch.positions, .value = 1});
     };
     MX_TRY(step());  // eager warm-up: grows backend scratch before any capture
@@ -178,6 +180,18 @@ class Runner {
     return ok_status();
   }
 
+  // Greedy sampling parameters (all zero) for B rows, on the device.
+  Status make_sampling_inputs(int B) {
+    std::vector<float> zeros_f(size_t(B) * 4, 0.0f);
+    std::vector<int32_t> zeros_i(size_t(B), 0);
+    MX_ASSIGN(sampling_storage_[0], ops::Buffer::allocate(dev_, zeros_f.size() * 4));
+    MX_ASSIGN(sampling_storage_[1], ops::Buffer::allocate(dev_, zeros_i.size() * 4));
+    params_ = sampling_storage_[0].view(DType::F32, {B, 4});
+    seeds_ = sampling_storage_[1].view(DType::I32, {B});
+    MX_TRY(ops::copy(params_, Tensor(zeros_f.data(), DType::F32, {B, 4})));
+    return ops::copy(seeds_, Tensor(zeros_i.data(), DType::I32, {B}));
+  }
+
   // T tokens per sequence for B sequences starting at `depth`; token ids are arbitrary.
   HostBatch batch_at(int B, int depth, int T) const {
     HostBatch hb;
@@ -199,6 +213,8 @@ class Runner {
   std::unique_ptr<Workspace> ws_;
   std::unique_ptr<BatchStaging> staging_;
   std::vector<std::vector<int32_t>> tables_;
+  ops::Buffer sampling_storage_[2];
+  Tensor params_, seeds_;
 };
 
 }  // namespace

@@ -16,7 +16,7 @@ Status attention(const ops::AttentionArgs& a);
 Status router_topk(const ops::RouterTopkArgs& a);
 Status moe(const ops::MoeArgs& a);
 Status fill_random(const ops::FillRandomArgs& a);
-Status argmax(const ops::ArgmaxArgs& a);
+Status sample(const ops::SampleArgs& a);
 Status add_i32(const ops::AddI32Args& a);
 
 // Reads element i of a bf16 or f32 tensor as float (weights may be either on the CPU backend).

@@ -1,5 +1,5 @@
 // CPU versions of the utility ops: seeded random fill (splitmix64 per element, identical on the
-// CUDA backend), row argmax, i32 increment.
+// CUDA backend) and i32 increment.
 #include "core/parallel.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/random_hash.h"
@@ -20,18 +20,6 @@ Status fill_random(const ops::FillRandomArgs& a) {
       }
     }
   });
-  return ok_status();
-}
-
-Status argmax(const ops::ArgmaxArgs& a) {
-  const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
-  for (int64_t r = 0; r < R; ++r) {
-    const float* row = a.logits.ptr<const float>() + r * V;
-    int32_t best = 0;
-    for (int64_t v = 1; v < V; ++v)
-      if (row[v] > row[best]) best = int32_t(v);
-    a.ids.ptr<int32_t>()[r] = best;
-  }
   return ok_status();
 }
 

@@ -1,6 +1,7 @@
 // bf16_bf16w_gemv: out (T, N) (=|+=) x (T, Kin) . W (N, Kin)^T + bias for T <= kGemvMaxTokens
 // (decode). A warp owns kRows output rows; each lane streams 16-byte weight chunks, kUnroll chunks
 // per row in flight, and reuses every chunk for all T tokens. FP32 accumulation, one rounding.
+// Launched as a programmatic dependent: the first weight chunks load during the previous kernel's tail.
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace mx::cuda::kern {
@@ -21,17 +22,29 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_bf16w_gemv(const uint4* __re
 #pragma unroll
   for (int r = 0; r < kRows; ++r) wr[r] = w + (row0 + r < N ? row0 + r : row0) * kv;
 
+  // Weights stream from the start (launched as a programmatic dependent: they do not depend on
+  // the previous kernel); x and out only after pdl_wait.
+  uint4 wv[kUnroll][kRows];
+  auto load_w = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t c = c0 + 32 * u;
+        wv[u][r] = c < kv ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+      }
+  };
+  load_w(lane);
+  dev::pdl_launch_dependents();
+  dev::pdl_wait();
   float acc[T][kRows] = {};
   for (int64_t c0 = lane; c0 < kv; c0 += 32 * kUnroll) {
-    uint4 wv[kUnroll][kRows], xv[kUnroll][T];
+    uint4 xv[kUnroll][T];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
-      const bool in = c < kv;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[u][r] = in ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int t = 0; t < T; ++t) xv[u][t] = in ? __ldg(x + t * kv + c) : make_uint4(0, 0, 0, 0);
+      for (int t = 0; t < T; ++t) xv[u][t] = c < kv ? __ldg(x + t * kv + c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
@@ -47,6 +60,7 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_bf16w_gemv(const uint4* __re
           for (int i = 0; i < 8; ++i) acc[t][r] = fmaf(xf[i], wf[i], acc[t][r]);
         }
       }
+    if (c0 + 32 * kUnroll < kv) load_w(c0 + 32 * kUnroll);
   }
 #pragma unroll
   for (int t = 0; t < T; ++t)
@@ -67,11 +81,11 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_bf16w_gemv(const uint4* __re
 }
 
 template <int T>
-void launch(const GemvParams& p, cudaStream_t s) {
+cudaError_t launch(const GemvParams& p, cudaStream_t s) {
   const int64_t warps = (p.N + kRows - 1) / kRows;
-  bf16_bf16w_gemv<T><<<unsigned((warps + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(
-      static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w), static_cast<const __nv_bfloat16*>(p.bias),
-      p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8);
+  return launch_pdl(bf16_bf16w_gemv<T>, dim3(unsigned((warps + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, s,
+                    static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w),
+                    static_cast<const __nv_bfloat16*>(p.bias), p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8);
 }
 
 }  // namespace
@@ -81,13 +95,12 @@ cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s) {
   static_assert(kGemvMaxTokens == 4, "one instantiation per token count below");
   switch (p.T) {
     case 0: return cudaSuccess;
-    case 1: launch<1>(p, s); break;
-    case 2: launch<2>(p, s); break;
-    case 3: launch<3>(p, s); break;
-    case 4: launch<4>(p, s); break;
+    case 1: return launch<1>(p, s);
+    case 2: return launch<2>(p, s);
+    case 3: return launch<3>(p, s);
+    case 4: return launch<4>(p, s);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace mx::cuda::kern

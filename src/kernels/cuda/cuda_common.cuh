@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda/kernels.h"
 
@@ -66,4 +67,46 @@ __device__ __forceinline__ float e8m0_scale_fp16domain(uint32_t e) {
   return x >= 255 ? __uint_as_float(0x7f800000u) : __uint_as_float(x << 23);
 }
 
+// Programmatic dependent launch (sm_90+; no-ops elsewhere and when the kernel was launched without
+// the attribute). wait: block until the preceding kernel has finished and its writes are visible;
+// everything before it may only read what that kernel does not write (weights, ids from earlier).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel (if launched with the attribute) start once every block has called this.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 }  // namespace mx::cuda::dev
+
+namespace mx::cuda::kern {
+
+// Launches kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent of the previous
+// work in the stream where the device supports it (sm_90+), a plain launch otherwise.
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                       Args&&... args) {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    major = 0;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = &attr;
+  cfg.numAttrs = major >= 9 ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace mx::cuda::kern

@@ -28,10 +28,11 @@ Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
 Status attention(const ops::AttentionArgs& a);
 Status router_topk(const ops::RouterTopkArgs& a);
 Status moe(const ops::MoeArgs& a);
+Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)
 
 // utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)
 Status fill_random(const ops::FillRandomArgs& a);
-Status argmax(const ops::ArgmaxArgs& a);
+Status sample(const ops::SampleArgs& a);  // f32_sample.cu
 Status add_i32(const ops::AddI32Args& a);
 Status mem_info(size_t* free_bytes, size_t* total_bytes);
 // Captures step() on a fresh stream into an instantiated graph (cudaGraphExec_t), replays it on

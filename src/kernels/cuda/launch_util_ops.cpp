@@ -1,4 +1,4 @@
-// Launchers of the utility ops (fill_random, argmax, add_i32) and the op-timing events.
+// Launchers of the utility ops (fill_random, sample, add_i32) and the op-timing events.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -22,9 +22,11 @@ Status fill_random(const ops::FillRandomArgs& a) {
                                                        a.byte_lo, a.byte_hi, engine_stream()));
 }
 
-Status argmax(const ops::ArgmaxArgs& a) {
-  return launched("f32_argmax", kern::run_f32_argmax(a.logits.ptr<const float>(), a.ids.ptr<int32_t>(),
-                                                     a.logits.dim(0), a.logits.dim(1), engine_stream()));
+Status sample(const ops::SampleArgs& a) {
+  return launched("f32_sample", kern::run_f32_sample(a.logits.ptr<const float>(), a.params.ptr<const float>(),
+                                                     a.seeds.ptr<const int32_t>(), a.positions.ptr<const int32_t>(),
+                                                     a.ids.ptr<int32_t>(), a.logits.dim(0), a.logits.dim(1),
+                                                     engine_stream()));
 }
 
 Status add_i32(const ops::AddI32Args& a) {

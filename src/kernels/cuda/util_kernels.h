@@ -1,4 +1,5 @@
-// Raw launchers of the utility kernels (util_kernels.cu): seeded random fill, row argmax, i32 add.
+// Raw launchers of the utility kernels (util_kernels.cu): seeded random fill, i32 add,
+// and (f32_sample.cu) token sampling.
 // Called by launch_util_ops.cpp, which checks the contracts.
 #pragma once
 
@@ -11,7 +12,9 @@ namespace mx::cuda::kern {
 enum class FillKind { F32, BF16, U8 };
 cudaError_t run_fill_random(void* out, FillKind kind, int64_t n, uint64_t seed, float scale, float offset, int lo,
                             int hi, cudaStream_t s);
-cudaError_t run_f32_argmax(const float* logits, int32_t* ids, int64_t R, int64_t V, cudaStream_t s);
+// f32_sample.cu (ops::sample)
+cudaError_t run_f32_sample(const float* logits, const float* params, const int32_t* seeds, const int32_t* positions,
+                           int32_t* ids, int64_t R, int64_t V, cudaStream_t s);
 cudaError_t run_add_i32(int32_t* x, int64_t n, int32_t value, cudaStream_t s);
 
 }  // namespace mx::cuda::kern
