@@ -50,8 +50,11 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
   const ops::RopeTable rope{.inv_freq = w.inv_freq, .concentration = w.rope_concentration};
 
   MX_TRY(ops::embed({.ids = a.tokens, .table = w.embed, .out = x}));
+  ops::TokenBatch sliding_batch = a.batch;
+  if (!a.sliding_block_tables.empty()) sliding_batch.block_tables = a.sliding_block_tables;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
+    const ops::TokenBatch& batch = c.window_of_layer(l) > 0 ? sliding_batch : a.batch;
     // Attention block.
     MX_TRY(ops::rmsnorm({.x = x, .weight = L.attn_norm, .eps = float(c.rms_norm_eps), .out = xn}));
     MX_TRY(ops::linear({.x = xn, .w = L.qkv_w, .bias = L.qkv_b, .out = qkv}));
@@ -60,7 +63,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                                 .n_kv_heads = c.num_key_value_heads,
                                 .head_dim = c.head_dim,
                                 .rope = rope,
-                                .batch = a.batch,
+                                .batch = batch,
                                 .cache = a.cache[size_t(l)]}));
     MX_TRY(ops::attention({.qkv = qkv,
                            .sinks = L.sinks,
@@ -69,7 +72,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                            .head_dim = c.head_dim,
                            .window = c.window_of_layer(l),
                            .scale = 1.0f / std::sqrt(float(c.head_dim)),
-                           .batch = a.batch,
+                           .batch = batch,
                            .cache = a.cache[size_t(l)],
                            .out = attn}));
     MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut}));

@@ -34,6 +34,7 @@ struct ForwardArgs {
   Tensor tokens;                        // (T) i32
   ops::TokenBatch batch;                // positions, sequences, block tables
   std::span<const ops::KvLayer> cache;  // one per layer
+  Tensor sliding_block_tables;          // (S, max_blocks) i32, optional: sliding layers' tables (rings)
   Tensor logit_rows;                    // (R) i32: indices into the T tokens
   Tensor logits;                        // (R, V) f32
 };

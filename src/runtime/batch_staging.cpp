@@ -11,6 +11,7 @@ Result<BatchStaging> BatchStaging::create(Device device, int max_tokens, int max
   MX_TRY(s.make(s.positions_, DType::I32, {max_tokens}));
   MX_TRY(s.make(s.seq_, DType::I32, {max_tokens}));
   MX_TRY(s.make(s.tables_, DType::I32, {max_seqs, max_blocks}));
+  MX_TRY(s.make(s.sliding_tables_, DType::I32, {max_seqs, max_blocks}));
   MX_TRY(s.make(s.rows_, DType::I32, {std::max(1, max_rows)}));
   MX_TRY(s.make(s.logits_, DType::F32, {std::max(1, max_rows), vocab}));
   return s;
@@ -33,22 +34,37 @@ Result<Tensor> BatchStaging::put(const Tensor& buf, std::span<const int32_t> hos
   return dst;
 }
 
-Result<ForwardArgs> BatchStaging::stage(const HostBatch& b, std::span<const ops::KvLayer> cache) {
-  const int64_t S = int64_t(b.tables.size()), max_blocks = tables_.dim(1);
-  MX_CHECK(S >= 1 && S <= tables_.dim(0), "staging: {} sequences, room for {}", S, tables_.dim(0));
+// Uploads S block tables as an (S, max_blocks) tensor, zero-padded.
+Result<Tensor> BatchStaging::put_tables(const Tensor& buf, const std::vector<std::vector<int32_t>>& tables) {
+  const int64_t S = int64_t(tables.size()), max_blocks = buf.dim(1);
+  MX_CHECK(S >= 1 && S <= buf.dim(0), "staging: {} sequences, room for {}", S, buf.dim(0));
   std::vector<int32_t> flat(size_t(S * max_blocks), 0);
   for (int64_t s = 0; s < S; ++s) {
-    MX_CHECK(int64_t(b.tables[size_t(s)].size()) <= max_blocks, "staging: block table of {} blocks, room for {}",
-             b.tables[size_t(s)].size(), max_blocks);
-    std::copy(b.tables[size_t(s)].begin(), b.tables[size_t(s)].end(), flat.begin() + s * max_blocks);
+    MX_CHECK(int64_t(tables[size_t(s)].size()) <= max_blocks, "staging: block table of {} blocks, room for {}",
+             tables[size_t(s)].size(), max_blocks);
+    std::copy(tables[size_t(s)].begin(), tables[size_t(s)].end(), flat.begin() + s * max_blocks);
   }
+  MX_ASSIGN(Tensor t, put(buf, flat));
+  t.ndim = 2;
+  t.shape = {S, max_blocks, 0, 0};
+  return t;
+}
+
+Result<ForwardArgs> BatchStaging::stage(const HostBatch& b, const KvCache& cache) {
+  MX_ASSIGN(ForwardArgs a, stage(b, std::span<const ops::KvLayer>(cache.layers())));
+  if (!cache.has_rings()) return a;
+  std::vector<std::vector<int32_t>> sliding;
+  for (const auto& t : b.tables) sliding.push_back(cache.sliding_table(t));
+  MX_ASSIGN(a.sliding_block_tables, put_tables(sliding_tables_, sliding));
+  return a;
+}
+
+Result<ForwardArgs> BatchStaging::stage(const HostBatch& b, std::span<const ops::KvLayer> cache) {
   ForwardArgs a;
   MX_ASSIGN(a.tokens, put(tokens_, b.tokens));
   MX_ASSIGN(a.batch.positions, put(positions_, b.positions));
   MX_ASSIGN(a.batch.seq_index, put(seq_, b.seq_index));
-  MX_ASSIGN(a.batch.block_tables, put(tables_, flat));
-  a.batch.block_tables.ndim = 2;
-  a.batch.block_tables.shape = {S, max_blocks, 0, 0};
+  MX_ASSIGN(a.batch.block_tables, put_tables(tables_, b.tables));
   MX_ASSIGN(a.logit_rows, put(rows_, b.logit_rows));
   a.logits = logits_.rows(0, int64_t(b.logit_rows.size()));
   a.cache = cache;

@@ -8,6 +8,7 @@
 
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "runtime/kv_cache.h"
 
 namespace mx {
 
@@ -25,16 +26,19 @@ class BatchStaging {
                                      int vocab);
   // Copies the host arrays in and returns the forward's arguments over the device buffers.
   Result<ForwardArgs> stage(const HostBatch& b, std::span<const ops::KvLayer> cache);
+  // Same, and the sliding layers' block tables when the cache keeps rings for them.
+  Result<ForwardArgs> stage(const HostBatch& b, const KvCache& cache);
   Status read_logits(int64_t rows, std::vector<float>& out) const;
   const Tensor& logits() const { return logits_; }
 
  private:
   Status make(Tensor& t, DType dt, std::initializer_list<int64_t> shape);
   Result<Tensor> put(const Tensor& buf, std::span<const int32_t> host);
+  Result<Tensor> put_tables(const Tensor& buf, const std::vector<std::vector<int32_t>>& tables);
 
   Device device_ = Device::CPU;
   std::vector<ops::Buffer> storage_;
-  Tensor tokens_, positions_, seq_, tables_, rows_, logits_;
+  Tensor tokens_, positions_, seq_, tables_, sliding_tables_, rows_, logits_;
 };
 
 }  // namespace mx

@@ -87,7 +87,7 @@ class Runner {
     hb.logit_rows = {int32_t(P - 1)};
     std::vector<double> tps;
     for (int r = 0; r < o_.reps + 1; ++r) {  // first run warms up
-      MX_ASSIGN(ForwardArgs a, staging_->stage(hb, kv_->layers()));
+      MX_ASSIGN(ForwardArgs a, staging_->stage(hb, *kv_));
       MX_TRY(ops::synchronize(dev_));
       const auto t0 = Clock::now();
       MX_TRY(forward(m_, *ws_, a));
@@ -105,7 +105,7 @@ class Runner {
     if (!row.skipped.empty()) return row;
     HostBatch hb = batch_at(B, depth, 1);
     for (int b = 0; b < B; ++b) hb.logit_rows.push_back(b);
-    MX_ASSIGN(ForwardArgs a, staging_->stage(hb, kv_->layers()));
+    MX_ASSIGN(ForwardArgs a, staging_->stage(hb, *kv_));
     const Tensor next_ids = a.tokens;
     MX_TRY(make_sampling_inputs(B));
     auto step = [&]() -> Status {
@@ -134,7 +134,7 @@ class Runner {
     }
     std::vector<double> tps;
     for (int r = 0; r < o_.reps + 1; ++r) {
-      MX_ASSIGN(a, staging_->stage(hb, kv_->layers()));  // positions back to the depth
+      MX_ASSIGN(a, staging_->stage(hb, *kv_));  // positions back to the depth
       MX_TRY(ops::synchronize(dev_));
       const auto t0 = Clock::now();
       for (int i = 0; i < N; ++i) MX_TRY(graph ? graph->replay() : step());
@@ -156,8 +156,17 @@ class Runner {
     ws_.reset();
     staging_.reset();
     const int blocks_per_seq = (tokens + o_.kv_block_size - 1) / o_.kv_block_size;
-    const double kv_bytes = double(B) * blocks_per_seq * o_.kv_block_size * c_.num_hidden_layers * 2.0 *
-                            c_.kv_width() * (dev_ == Device::CPU ? 4 : 2);
+    const KvCacheArgs kv_args{.num_blocks = B * blocks_per_seq,
+                              .block_size = o_.kv_block_size,
+                              .sliding = SlidingLayers::Ring,
+                              .max_seqs = B,
+                              .max_call_tokens = max_tokens / B};
+    int full_layers = 0;
+    for (int l = 0; l < c_.num_hidden_layers; ++l) full_layers += c_.window_of_layer(l) == 0;
+    const int ring_blocks = (kv_args.max_call_tokens + c_.sliding_window + 2 * o_.kv_block_size) / o_.kv_block_size;
+    const double kv_bytes = (double(full_layers) * B * blocks_per_seq +
+                             double(c_.num_hidden_layers - full_layers) * B * ring_blocks) *
+                            o_.kv_block_size * 2.0 * c_.kv_width() * (dev_ == Device::CPU ? 4 : 2);
     MX_ASSIGN(ops::MemoryInfo mem, ops::memory_info(dev_));
     const double act_bytes = double(max_tokens) * (4.0 * c_.hidden_size + c_.qkv_width() + c_.q_width()) * 4 +
                              double(max_rows) * c_.vocab_size * 4 + (1u << 30);  // + scratch headroom
@@ -165,7 +174,7 @@ class Runner {
       row.skipped = fmt::format("needs {:.1f} GB, {:.1f} GB free", (kv_bytes + act_bytes) / 1e9, mem.free_bytes / 1e9);
       return ok_status();
     }
-    MX_ASSIGN(KvCache kv, KvCache::create(c_, dev_, B * blocks_per_seq, o_.kv_block_size));
+    MX_ASSIGN(KvCache kv, KvCache::create(c_, dev_, kv_args));
     kv_ = std::make_unique<KvCache>(std::move(kv));
     for (const auto& layer : kv_->layers()) {  // a context of random keys and values
       MX_TRY(ops::fill_random({.out = layer.k, .seed = 11, .scale = 1.0f}));

@@ -33,7 +33,12 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
   const int chunk = int(std::min<int64_t>(all_rows ? P : opt.prefill_chunk, P));
   const int max_rows = all_rows ? chunk : 1;
   const int blocks = int((total + opt.kv_block_size - 1) / opt.kv_block_size);
-  MX_ASSIGN(KvCache kv, KvCache::create(c, dev, blocks, opt.kv_block_size));
+  MX_ASSIGN(KvCache kv, KvCache::create(c, dev,
+                                        {.num_blocks = blocks,
+                                         .block_size = opt.kv_block_size,
+                                         .sliding = SlidingLayers::Ring,
+                                         .max_seqs = 1,
+                                         .max_call_tokens = chunk}));
   MX_ASSIGN(Workspace ws, Workspace::create(c, dev, chunk, max_rows));
   MX_ASSIGN(BatchStaging st, BatchStaging::create(dev, chunk, 1, blocks, max_rows, c.vocab_size));
   std::vector<int32_t> table;
@@ -51,7 +56,7 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
     HostBatch hb{.tokens = {prompt.begin() + start, prompt.begin() + start + n}, .tables = {table}, .logit_rows = rows};
     for (int64_t i = 0; i < n; ++i) hb.positions.push_back(int32_t(start + i));
     hb.seq_index.assign(size_t(n), 0);
-    MX_ASSIGN(ForwardArgs a, st.stage(hb, kv.layers()));
+    MX_ASSIGN(ForwardArgs a, st.stage(hb, kv));
     MX_TRY(forward(model, ws, a));
     if (!rows.empty()) MX_TRY(st.read_logits(int64_t(rows.size()), logits));
     if (all_rows) r.all_prompt_logits.insert(r.all_prompt_logits.end(), logits.begin(), logits.end());
@@ -74,7 +79,7 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
     if (step + 1 == opt.max_tokens) break;
     const HostBatch hb{.tokens = {tok}, .positions = {int32_t(P + step)}, .seq_index = {0}, .tables = {table},
                        .logit_rows = {0}};
-    MX_ASSIGN(ForwardArgs a, st.stage(hb, kv.layers()));
+    MX_ASSIGN(ForwardArgs a, st.stage(hb, kv));
     MX_TRY(forward(model, ws, a));
     MX_TRY(st.read_logits(1, logits));
     last_row = std::span<const float>(logits.data(), V);

@@ -1,27 +1,49 @@
-// Paged KV cache pools and block bookkeeping.
+// Paged KV cache pools, block bookkeeping and the sliding-layer rings.
 #include "runtime/kv_cache.h"
 
 namespace mx {
+namespace {
+
+Result<ops::KvLayer> make_layer(const ModelConfig& c, Device device, int blocks, int block_size,
+                                std::vector<ops::Buffer>& storage) {
+  const DType act = device == Device::CPU ? DType::F32 : DType::BF16;
+  const std::initializer_list<int64_t> shape = {blocks, block_size, c.num_key_value_heads, c.head_dim};
+  ops::KvLayer layer;
+  for (Tensor* t : {&layer.k, &layer.v}) {
+    Tensor probe(nullptr, act, shape, device);
+    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
+    *t = b.view(act, shape);
+    storage.push_back(std::move(b));
+  }
+  return layer;
+}
+
+}  // namespace
 
 Result<KvCache> KvCache::create(const ModelConfig& c, Device device, int num_blocks, int block_size) {
-  MX_CHECK(num_blocks > 0 && block_size > 0, "kv cache: need positive block count and size ({}, {})", num_blocks,
-           block_size);
+  return create(c, device, KvCacheArgs{.num_blocks = num_blocks, .block_size = block_size});
+}
+
+Result<KvCache> KvCache::create(const ModelConfig& c, Device device, const KvCacheArgs& a) {
+  MX_CHECK(a.num_blocks > 0 && a.block_size > 0, "kv cache: need positive block count and size ({}, {})",
+           a.num_blocks, a.block_size);
   KvCache kv;
-  kv.num_blocks_ = num_blocks;
-  kv.block_size_ = block_size;
-  const DType act = device == Device::CPU ? DType::F32 : DType::BF16;
-  const std::initializer_list<int64_t> shape = {num_blocks, block_size, c.num_key_value_heads, c.head_dim};
+  kv.num_blocks_ = a.num_blocks;
+  kv.block_size_ = a.block_size;
+  if (a.sliding == SlidingLayers::Ring) {
+    MX_CHECK(a.max_seqs > 0 && a.max_call_tokens > 0, "kv cache: rings need max_seqs and max_call_tokens");
+    // Live positions in one call: the window before the first token plus the call's tokens;
+    // one more block because they need not start on a block boundary.
+    kv.ring_blocks_ = (a.max_call_tokens + c.sliding_window - 1 + a.block_size - 1) / a.block_size + 1;
+  }
+  const int ring_pool = kv.ring_blocks_ * a.max_seqs;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    ops::KvLayer layer;
-    for (Tensor* t : {&layer.k, &layer.v}) {
-      Tensor probe(nullptr, act, shape, device);
-      MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
-      *t = b.view(act, shape);
-      kv.storage_.push_back(std::move(b));
-    }
+    const bool ring = kv.ring_blocks_ > 0 && c.window_of_layer(l) > 0;
+    MX_ASSIGN(ops::KvLayer layer, make_layer(c, device, ring ? ring_pool : a.num_blocks, a.block_size, kv.storage_));
     kv.layers_.push_back(layer);
   }
-  for (int b = num_blocks - 1; b >= 0; --b) kv.free_.push_back(b);
+  for (int b = a.num_blocks - 1; b >= 0; --b) kv.free_.push_back(b);
+  for (int b = ring_pool - 1; b >= 0 && kv.ring_blocks_ > 0; --b) kv.free_ring_blocks_.push_back(b);
   return kv;
 }
 
@@ -30,16 +52,42 @@ Status KvCache::reserve(std::vector<int32_t>& table, int64_t tokens) {
   if (need <= 0) return ok_status();
   MX_CHECK(need <= int64_t(free_.size()), "kv cache full: {} more blocks needed, {} free of {}", need, free_.size(),
            num_blocks_);
+  const bool new_sequence = table.empty();
+  if (new_sequence && has_rings())
+    MX_CHECK(int(free_ring_blocks_.size()) >= ring_blocks_, "kv cache: no free sliding-window ring ({} sequences)",
+             rings_.size());
   for (int64_t i = 0; i < need; ++i) {
     table.push_back(free_.back());
     free_.pop_back();
+  }
+  if (new_sequence && has_rings()) {
+    std::vector<int32_t>& ring = rings_[table.front()];
+    for (int i = 0; i < ring_blocks_; ++i) {
+      ring.push_back(free_ring_blocks_.back());
+      free_ring_blocks_.pop_back();
+    }
   }
   return ok_status();
 }
 
 void KvCache::release(std::vector<int32_t>& table) {
+  if (!table.empty() && has_rings()) {
+    auto it = rings_.find(table.front());
+    if (it != rings_.end()) {
+      free_ring_blocks_.insert(free_ring_blocks_.end(), it->second.begin(), it->second.end());
+      rings_.erase(it);
+    }
+  }
   for (int32_t b : table) free_.push_back(b);
   table.clear();
+}
+
+std::vector<int32_t> KvCache::sliding_table(const std::vector<int32_t>& table) const {
+  if (!has_rings() || table.empty()) return table;
+  const std::vector<int32_t>& ring = rings_.at(table.front());
+  std::vector<int32_t> row(table.size());
+  for (size_t i = 0; i < row.size(); ++i) row[i] = ring[i % ring.size()];
+  return row;
 }
 
 }  // namespace mx

@@ -1,9 +1,13 @@
 // Paged KV cache: per layer, K and V pools of fixed-size blocks (num_blocks, B, Hkv, Dh) on the
 // model's device, a free list of block ids, and per-sequence block tables. Many sequences share
-// one pool; a sequence grows block by block.
+// one pool; a sequence grows block by block. With SlidingLayers::Ring, the sliding-window layers
+// get their own small pool instead: each sequence owns a ring of R blocks there, enough for the
+// window plus one forward call's tokens, and its sliding block table maps logical block i to
+// ring[i mod R] — the kernels address both kinds of layer the same way.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -11,25 +15,41 @@
 
 namespace mx {
 
+enum class SlidingLayers { Full, Ring };
+
+struct KvCacheArgs {
+  int num_blocks = 0;  // blocks of the full-attention pool (and of all layers with Full)
+  int block_size = 16;
+  SlidingLayers sliding = SlidingLayers::Full;
+  int max_seqs = 1;         // Ring: sequences that can hold a ring at once
+  int max_call_tokens = 1;  // Ring: most tokens of one sequence in one forward call
+};
+
 class KvCache {
  public:
   static Result<KvCache> create(const ModelConfig& c, Device device, int num_blocks, int block_size);
+  static Result<KvCache> create(const ModelConfig& c, Device device, const KvCacheArgs& args);
 
   int block_size() const { return block_size_; }
   int num_blocks() const { return num_blocks_; }
   int free_blocks() const { return int(free_.size()); }
   const std::vector<ops::KvLayer>& layers() const { return layers_; }
+  bool has_rings() const { return ring_blocks_ > 0; }
 
-  // Makes `table` hold enough blocks for `tokens` positions; fails (changing nothing) when the
-  // pool has too few free blocks.
+  // Makes `table` hold enough blocks for `tokens` positions (and gives a new sequence its ring);
+  // fails (changing nothing) when a pool has too few free blocks.
   Status reserve(std::vector<int32_t>& table, int64_t tokens);
-  void release(std::vector<int32_t>& table);  // returns the blocks to the pool
+  void release(std::vector<int32_t>& table);  // returns the blocks (and the ring) to the pools
+  // The sliding layers' block table of a sequence (same length as `table`); `table` itself
+  // without rings.
+  std::vector<int32_t> sliding_table(const std::vector<int32_t>& table) const;
 
  private:
   std::vector<ops::Buffer> storage_;
   std::vector<ops::KvLayer> layers_;
-  std::vector<int32_t> free_;
-  int num_blocks_ = 0, block_size_ = 0;
+  std::vector<int32_t> free_, free_ring_blocks_;
+  std::map<int32_t, std::vector<int32_t>> rings_;  // first full block of a sequence -> its ring
+  int num_blocks_ = 0, block_size_ = 0, ring_blocks_ = 0;
 };
 
 }  // namespace mx
