@@ -220,8 +220,9 @@ Status moe(const MoeArgs& a) {
   // Tokens above which the CUDA backend sorts the (token, slot) pairs by expert and runs grouped
   // GEMMs (each expert's weights read once per 64 pairs) instead of the per-(token, slot) GEMVs.
   // Measured on the H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test
-  // of tests/kernels/cuda_moe_grouped_test.cpp (both paths timed at T=1..64, see docs/PERFORMANCE.md).
-  constexpr int64_t kMoeGroupedMinTokens = 8;
+  // of tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md): GEMVs 783 us at T=32 and
+  // 1523 us at T=64, grouped 1133 us and 1462 us; linear in between, they cross near T=59.
+  constexpr int64_t kMoeGroupedMinTokens = 56;
   if (dev == Device::CUDA && a.x.dim(0) > kMoeGroupedMinTokens)
     return route("moe_grouped", dev, a, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
   return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe), bytes);

@@ -94,19 +94,17 @@ struct RouterTopkParams {
 };
 cudaError_t run_bf16_router_topk(const RouterTopkParams& p, cudaStream_t s);
 
-// bf16_mxfp4w_moe_gemv.cu: the MXFP4 expert GEMVs straight from the top-k ids. Blocks and scales
-// are in the mma tile layout made by run_mxfp4_moe_repack (docs/KERNELS.md), biases as in the
-// checkpoint (gate_up rows interleaved gate 2j, up 2j+1).
+// bf16_mxfp4w_moe_gemv.cu: the MXFP4 expert GEMVs straight from the top-k ids.
 inline constexpr int kMoeMaxK = 8;
 struct MoeParams {
   const void* x;            // (T, D) bf16
   const int32_t* ids;       // (T, K)
   const float* weights;     // (T, K)
-  const uint8_t* gu_blocks;  // (E, F/8 tiles, D/32, 32 lanes, 2) u32 words, repacked
-  const uint8_t* gu_scales;  // (E, F/8 tiles, D/32, 16) u8, repacked
+  const uint8_t* gu_blocks;  // (E, 2F, D/32, 16)
+  const uint8_t* gu_scales;  // (E, 2F, D/32)
   const void* gu_bias;       // (E, 2F) bf16
-  const uint8_t* dn_blocks;  // (E, D/16 tiles, F/32, 32 lanes, 2) u32 words, repacked
-  const uint8_t* dn_scales;  // (E, D/16 tiles, F/32, 16) u8, repacked
+  const uint8_t* dn_blocks;  // (E, D, F/32, 16)
+  const uint8_t* dn_scales;  // (E, D, F/32)
   const void* dn_bias;       // (E, D) bf16
   float* act;                // (T, K, F) f32 scratch: SwiGLU output
   void* residual;            // (T, D) bf16, += in place
@@ -116,20 +114,6 @@ struct MoeParams {
 };
 cudaError_t run_bf16_mxfp4w_moe_gemv(const MoeParams& p, cudaStream_t s);
 size_t moe_gemv_smem_bytes(int D, int F, int K);  // dynamic shared memory of the larger kernel
-
-// Repacks one expert matrix (rows, G = Kin/32) from the checkpoint layout ((rows, G, 16) blocks,
-// (rows, G) scales) into the mma tile layout above; gate_up also regroups its interleaved rows so
-// that a tile holds 8 gate rows then the 8 matching up rows. rows % 16 == 0; src and dst distinct.
-enum class MoeMatrix { GateUp, Down };
-struct MoeRepackParams {
-  const uint8_t* src_blocks;
-  const uint8_t* src_scales;
-  uint8_t* dst_blocks;
-  uint8_t* dst_scales;
-  int64_t rows, G;
-  MoeMatrix matrix;
-};
-cudaError_t run_mxfp4_moe_repack(const MoeRepackParams& p, cudaStream_t s);
 
 }  // namespace mx::cuda::kern
 

@@ -1,6 +1,5 @@
 // Launchers of the MoE CUDA ops: router_topk and moe (the MXFP4 expert GEMVs, used for any T
-// until the grouped GEMM exists), each checking its kernel's contract first, and the load-time
-// repack of the expert weights into the layout those GEMVs read (repack_moe_weights).
+// until the grouped GEMM exists); each checks its kernel's contract first.
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
@@ -52,38 +51,7 @@ Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
   return kernel_status("bf16_mxfp4w_moe_gemv", kern::run_bf16_mxfp4w_moe_gemv(p, stream()));
 }
 
-// Repacks one matrix of every expert in place, one expert at a time through the workspace.
-Status repack_expert_matrix(const Tensor& blocks, const Tensor& scales, kern::MoeMatrix matrix) {
-  const int64_t E = blocks.dim(0), rows = blocks.dim(1), G = blocks.dim(2);
-  MX_CHECK(blocks.dim(3) == 16 && rows % 16 == 0 && scales.dim(0) == E && scales.dim(1) == rows &&
-               scales.dim(2) == G && aligned16(blocks.data),
-           "repack_moe_weights: blocks {} / scales {} are not (E, N, G, 16) / (E, N, G) with N % 16 == 0",
-           blocks.shape_str(), scales.shape_str());
-  const size_t nb = size_t(rows * G * 16), ns = size_t(rows * G);
-  void* ws;
-  MX_ASSIGN(ws, workspace(nb + ns));
-  auto* tmp = static_cast<uint8_t*>(ws);
-  for (int64_t e = 0; e < E; ++e) {
-    uint8_t* b = blocks.ptr<uint8_t>() + e * nb;
-    uint8_t* sc = scales.ptr<uint8_t>() + e * ns;
-    const kern::MoeRepackParams p{.src_blocks = b, .src_scales = sc, .dst_blocks = tmp, .dst_scales = tmp + nb,
-                                  .rows = rows, .G = G, .matrix = matrix};
-    MX_TRY(kernel_status("mxfp4_moe_repack", kern::run_mxfp4_moe_repack(p, stream())));
-    MX_TRY(kernel_status("mxfp4_moe_repack", cudaMemcpyAsync(b, tmp, nb, cudaMemcpyDeviceToDevice, stream())));
-    MX_TRY(kernel_status("mxfp4_moe_repack", cudaMemcpyAsync(sc, tmp + nb, ns, cudaMemcpyDeviceToDevice, stream())));
-  }
-  return ok_status();
-}
-
 }  // namespace
-
-// Once per MoE layer at load time, after the upload and before any moe() call (not inside graph
-// capture): rewrites gate_up/down blocks and scales in place into the tile layout the kernels read
-// (docs/KERNELS.md). Shapes and biases are unchanged.
-Status repack_moe_weights(const ops::MoeWeights& w) {
-  MX_TRY(repack_expert_matrix(w.gate_up_blocks, w.gate_up_scales, kern::MoeMatrix::GateUp));
-  return repack_expert_matrix(w.down_blocks, w.down_scales, kern::MoeMatrix::Down);
-}
 
 Status router_topk(const ops::RouterTopkArgs& a) { return launch_bf16_router_topk(a); }
 Status moe(const ops::MoeArgs& a) { return launch_bf16_mxfp4w_moe_gemv(a); }

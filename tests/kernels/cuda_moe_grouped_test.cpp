@@ -1,0 +1,230 @@
+// The many-token CUDA MoE (cuda::moe_grouped: device routing, grouped MXFP4 GEMMs, finalize)
+// against the CPU reference: gpt-oss-120b sizes at T = 2048, odd small sizes, idle experts, all
+// tokens on one expert, both sides of the dispatch threshold; and the disabled timing sweep that
+// set the threshold (run with --gtest_also_run_disabled_tests --gtest_filter='*Sweep*').
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "cuda_test_util.h"
+#ifdef MXSERVE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace mx::test {
+namespace {
+
+// The grouped path rounds the SwiGLU output to BF16 before the down GEMM (~2^-9 relative per
+// element: NMSE ~1e-6 of the residual) and sums in another order; 1e-4 still catches one wrong
+// row, lane or tile (the corrupted output below reads ~1e-3).
+constexpr double kGroupedNmse = 1e-4;
+// Equal to kMoeGroupedMinTokens in src/kernels/dispatch.cpp; DispatchThreshold fails if they differ.
+constexpr int64_t kThreshold = 56;
+
+struct Shape {
+  int64_t T;
+  int D, F, E, K;
+};
+
+// A GPU tensor filled on the device by fill_random (seeded), with a host copy for the reference
+// unless `host` is false (1.7 GB of 120b experts are made in milliseconds this way).
+Mirror device_random(DType dtype, std::initializer_list<int64_t> shape, uint64_t seed, int lo, int hi, bool host) {
+  Mirror m;
+  const Tensor probe(nullptr, dtype, shape, Device::CUDA);
+  m.dev = std::move(ops::Buffer::allocate(Device::CUDA, probe.nbytes()).value());
+  m.gpu = m.dev.view(dtype, shape);
+  EXPECT_TRUE(ops::fill_random({.out = m.gpu, .seed = seed, .scale = 1.0f, .byte_lo = lo, .byte_hi = hi}).ok());
+  if (host) {
+    m.host.resize(probe.nbytes());
+    m.cpu = Tensor(m.host.data(), dtype, shape, Device::CPU);
+    EXPECT_TRUE(ops::copy(m.cpu, m.gpu).ok());
+  }
+  return m;
+}
+
+// One layer's MXFP4 experts; scales 2^-9..2^-5 so that gate/up values reach the ±7 clamps.
+struct Experts {
+  Mirror gu_b, gu_s, gu_bias, dn_b, dn_s, dn_bias;
+  ops::MoeWeights on(Device d) const {
+    auto pick = [&](const Mirror& m) { return d == Device::CPU ? m.cpu : m.gpu; };
+    return {.gate_up_blocks = pick(gu_b), .gate_up_scales = pick(gu_s), .gate_up_bias = pick(gu_bias),
+            .down_blocks = pick(dn_b), .down_scales = pick(dn_s), .down_bias = pick(dn_bias)};
+  }
+};
+
+Experts make_experts(const Shape& s, uint64_t seed, bool host = true) {
+  const int64_t E = s.E, D = s.D, F = s.F;
+  return {.gu_b = device_random(DType::U8, {E, 2 * F, D / 32, 16}, seed, 0, 255, host),
+          .gu_s = device_random(DType::U8, {E, 2 * F, D / 32}, seed + 1, 118, 122, host),
+          .gu_bias = device_random(DType::BF16, {E, 2 * F}, seed + 2, 0, 255, host),
+          .dn_b = device_random(DType::U8, {E, D, F / 32, 16}, seed + 3, 0, 255, host),
+          .dn_s = device_random(DType::U8, {E, D, F / 32}, seed + 4, 116, 120, host),
+          .dn_bias = device_random(DType::BF16, {E, D}, seed + 5, 0, 255, host)};
+}
+
+// Distinct top-k ids per token from a seeded shuffle of the first `experts_used` experts.
+std::vector<int32_t> random_ids(int64_t T, int K, int experts_used, uint64_t seed) {
+  std::vector<int32_t> ids;
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> e(static_cast<size_t>(experts_used));
+  for (int64_t t = 0; t < T; ++t) {
+    std::iota(e.begin(), e.end(), 0);
+    std::shuffle(e.begin(), e.end(), rng);
+    ids.insert(ids.end(), e.begin(), e.begin() + K);
+  }
+  return ids;
+}
+
+// The per-call inputs; the residual starts from `res0` on every run.
+struct Inputs {
+  Shape s;
+  Mirror x, ids, w;
+  std::vector<float> res0;
+};
+
+Inputs make_inputs(const Shape& s, const std::vector<int32_t>& ids, uint64_t seed) {
+  const int64_t T = s.T, D = s.D, K = s.K;
+  return {.s = s,
+          .x = act(random_floats(size_t(T * D), seed, -2.0f, 2.0f), {T, D}),
+          .ids = raw(ids, DType::I32, {T, K}),
+          .w = raw(random_floats(size_t(T * K), seed + 1, 0.05f, 1.0f), DType::F32, {T, K}),
+          .res0 = random_floats(size_t(T * D), seed + 2, -0.5f, 0.5f)};
+}
+
+enum class Path { Dispatch, Grouped };
+
+ops::MoeArgs moe_args(const Experts& ex, const Inputs& in, const Tensor& residual, Device d) {
+  auto pick = [&](const Mirror& m) { return d == Device::CPU ? m.cpu : m.gpu; };
+  return {.x = pick(in.x), .ids = pick(in.ids), .weights = pick(in.w), .w = ex.on(d), .residual = residual};
+}
+
+std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path) {
+  Mirror res = act(in.res0, {in.s.T, in.s.D});
+  const ops::MoeArgs a = moe_args(ex, in, res.gpu, Device::CUDA);
+  Status st = ok_status();
+  (void)path, (void)a;
+#ifdef MXSERVE_HAVE_CUDA
+  st = path == Path::Grouped ? cuda::moe_grouped(a) : ops::moe(a);
+#endif
+  EXPECT_TRUE(st.ok()) << st.message();
+  return download(res.gpu);
+}
+
+std::vector<float> run_cpu(const Experts& ex, const Inputs& in) {
+  Mirror res = act(in.res0, {in.s.T, in.s.D});
+  const Status st = ops::moe(moe_args(ex, in, res.cpu, Device::CPU));
+  EXPECT_TRUE(st.ok()) << st.message();
+  return host_floats(res);
+}
+
+TEST(CudaMoeGrouped, GptOss120bSizesT2048) {
+  MX_REQUIRE_CUDA();
+  const Shape s{2048, 2880, 2880, 128, 4};
+  const Experts ex = make_experts(s, 1000);
+  const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 1010), 1020);
+  const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);  // T > threshold: the grouped path
+  const std::vector<float> cpu = run_cpu(ex, in);
+  const double err = nmse(gpu, cpu);
+  std::printf("T=2048 E=128 K=4 D=F=2880: NMSE %.3g\n", err);
+  EXPECT_LT(err, kGroupedNmse);
+  EXPECT_GT(nmse(corrupted(gpu), cpu), kGroupedNmse) << "the check must catch a corrupted output";
+  EXPECT_EQ(run_gpu(ex, in, Path::Dispatch), gpu) << "two runs must agree bitwise";
+}
+
+TEST(CudaMoeGrouped, OddSmallSizes) {
+  MX_REQUIRE_CUDA();
+  // N tails (2F or D not a multiple of 128), an odd number of 32-blocks per row (F=96, 160),
+  // one token, K=8, tiles of 1..64 rows.
+  for (const Shape& s : {Shape{7, 64, 96, 5, 2}, Shape{1, 32, 32, 3, 3}, Shape{70, 160, 64, 8, 4},
+                         Shape{133, 96, 160, 6, 3}, Shape{45, 224, 288, 9, 8}}) {
+    const Experts ex = make_experts(s, 2000 + s.D);
+    const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2100 + s.T), 2200 + s.F);
+    const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped), cpu = run_cpu(ex, in);
+    EXPECT_LT(nmse(gpu, cpu), kGroupedNmse) << "T=" << s.T << " D=" << s.D << " F=" << s.F << " E=" << s.E;
+    EXPECT_GT(nmse(corrupted(gpu), cpu), kGroupedNmse);
+  }
+}
+
+TEST(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {
+  MX_REQUIRE_CUDA();
+  const Shape s{300, 2880, 2880, 32, 4};
+  const Experts ex = make_experts(s, 3000);
+  {  // experts 16..31 receive no tokens
+    const Inputs in = make_inputs(s, random_ids(s.T, s.K, 16, 3010), 3020);
+    const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch), cpu = run_cpu(ex, in);
+    EXPECT_LT(nmse(gpu, cpu), kGroupedNmse) << "idle experts";
+  }
+  {  // expert 7 in every token's set, at varying slots: 300 rows, five tiles of one expert
+    std::vector<int32_t> ids = random_ids(s.T, s.K, 32, 3030);
+    for (int64_t t = 0; t < s.T; ++t) {
+      auto row = ids.begin() + t * s.K;
+      if (std::find(row, row + s.K, 7) == row + s.K) row[t % s.K] = 7;
+    }
+    const Inputs in = make_inputs(s, ids, 3040);
+    const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch), cpu = run_cpu(ex, in);
+    EXPECT_LT(nmse(gpu, cpu), kGroupedNmse) << "all tokens on expert 7";
+  }
+  {  // every token on the same K experts: K experts of 300 rows, the rest idle
+    std::vector<int32_t> ids;
+    for (int64_t t = 0; t < s.T; ++t) ids.insert(ids.end(), {5, 9, 30, 2});
+    const Inputs in = make_inputs(s, ids, 3050);
+    const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch), cpu = run_cpu(ex, in);
+    EXPECT_LT(nmse(gpu, cpu), kGroupedNmse) << "all tokens on the same four experts";
+  }
+}
+
+TEST(CudaMoeGrouped, DispatchThreshold) {
+  MX_REQUIRE_CUDA();
+  for (const int64_t T : {kThreshold, kThreshold + 1}) {
+    const Shape s{T, 2880, 2880, 32, 4};
+    const Experts ex = make_experts(s, 4000 + T);
+    const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 4010 + T), 4020 + T);
+    (void)ops::take_profile();
+    ops::set_profiling(true);
+    const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);
+    ops::set_profiling(false);
+    const std::vector<ops::OpProfile> prof = ops::take_profile();
+    const bool grouped = std::any_of(prof.begin(), prof.end(), [](const auto& p) { return p.name == "moe_grouped/cuda"; });
+    EXPECT_EQ(grouped, T > kThreshold) << "T=" << T << ": dispatch threshold differs from the test's";
+    // Both paths read the checkpoint layout and must agree with the reference on either side.
+    EXPECT_LT(nmse(gpu, run_cpu(ex, in)), kGroupedNmse) << "T=" << T;
+  }
+}
+
+// Times the per-(token, slot) GEMVs (cuda::moe) and the grouped path (cuda::moe_grouped) at 120b
+// sizes; eight id sets rotate so that routed experts change between calls. Prints a table.
+TEST(CudaMoeGrouped, DISABLED_ThresholdSweep) {
+  MX_REQUIRE_CUDA();
+#ifdef MXSERVE_HAVE_CUDA
+  const Shape big{2048, 2880, 2880, 128, 4};
+  const Experts ex = make_experts(big, 5000, /*host=*/false);
+  std::printf("| T | gemv us | grouped us |\n|---|---|---|\n");
+  for (const int64_t T : {1, 8, 32, 48, 56, 64, 80, 128, 512, 2048}) {
+    const Shape s{T, big.D, big.F, big.E, big.K};
+    std::vector<Inputs> sets;
+    for (int i = 0; i < 8; ++i) sets.push_back(make_inputs(s, random_ids(T, s.K, s.E, 5100 + 8 * T + i), 5200 + i));
+    std::vector<Mirror> res;
+    for (int i = 0; i < 8; ++i) res.push_back(act(sets[size_t(i)].res0, {T, s.D}));
+    auto time_us = [&](auto fn) {
+      const int iters = T >= 512 ? 16 : 48;
+      for (int i = 0; i < 8; ++i) EXPECT_TRUE(fn(moe_args(ex, sets[size_t(i)], res[size_t(i)].gpu, Device::CUDA)).ok());
+      EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i)
+        EXPECT_TRUE(fn(moe_args(ex, sets[size_t(i % 8)], res[size_t(i % 8)].gpu, Device::CUDA)).ok());
+      EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    };
+    const double g = T <= 128 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
+    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+    std::printf("| %lld | %.1f | %.1f |\n", static_cast<long long>(T), g, q);
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace mx::test
