@@ -18,7 +18,9 @@ prepare() {  # run on the development machine, which has the Debian -dev package
   sed 's|^prefix=.*|prefix=${pcfiledir}/../../..|' /usr/$lib/pkgconfig/libpcre2-8.pc >"$carry/$lib/pkgconfig/libpcre2-8.pc"
   cp -L /usr/bin/pkgconf "$carry/bin/pkg-config" && cp -L /usr/$lib/libpkgconf.so.3 "$carry/$lib/"
   # cpp-httplib (the server) and the shared libraries it links.
-  cp /usr/include/httplib.h "$carry/include/"
+  cp /usr/include/httplib.h /usr/include/zlib.h /usr/include/zconf.h "$carry/include/"
+  cp -r /usr/include/brotli /usr/include/openssl "$carry/include/"
+  cp /usr/include/x86_64-linux-gnu/openssl/* "$carry/include/openssl/"
   cp -a /usr/$lib/libcpp-httplib.so* "$carry/$lib/"
   for l in libssl.so.3 libcrypto.so.3 libz.so.1 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
     cp -L "/usr/$lib/$l" "$carry/$lib/"
