@@ -26,6 +26,18 @@ bool print_dispatch() {
   return on;
 }
 
+// ---- named thresholds (every path decision of the CUDA backend) ----------------------------
+// Tokens up to which linear runs the GEMV kernel (weights streamed once for all tokens) instead of
+// cuBLASLt. Measured with bench_kernels on H100 at qkv 5120x2880 (docs/PERFORMANCE.md): GEMV
+// 13.4 us at T=1 and T=2 but 18.5 us at T=4, cuBLASLt 13.0 us at T=5..8; so GEMV up to 2.
+constexpr int64_t kLinearGemvMaxTokens = 2;
+// Tokens above which the MoE sorts the (token, slot) pairs by expert and runs grouped GEMMs (each
+// expert's weights read once per 64 pairs) instead of the per-(token, slot) GEMVs. Measured on the
+// H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test of
+// tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md): GEMVs 783 us at T=32 and 1523 us
+// at T=64, grouped 1133 us and 1462 us; linear in between, they cross near T=59.
+constexpr int64_t kMoeGroupedMinTokens = 56;
+
 // Activation dtype of each backend.
 DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
 
@@ -129,7 +141,13 @@ Status linear(const LinearArgs& a) {
   MX_TRY(same_dim("linear", "input features", a.x.dim(1), a.w.dim(1)));
   MX_TRY(same_dim("linear", "output features", a.out.dim(1), a.w.dim(0)));
   MX_TRY(same_dim("linear", "tokens", a.x.dim(0), a.out.dim(0)));
-  return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear), nbytes({&a.x, &a.w, &a.bias, &a.out}));
+  const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.out});
+  if (dev == Device::CPU) return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+#ifdef MXSERVE_HAVE_CUDA
+  if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::linear_gemv_supported(a))
+    return route("linear_gemv", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+#endif
+  return route("linear_gemm", dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
 }
 
 Status gather_rows(const GatherRowsArgs& a) {
@@ -217,12 +235,6 @@ Status moe(const MoeArgs& a) {
   const double expert_bytes = nbytes({&a.w.gate_up_blocks, &a.w.gate_up_scales, &a.w.gate_up_bias, &a.w.down_blocks,
                                       &a.w.down_scales, &a.w.down_bias}) / E;
   const double bytes = experts_read * expert_bytes + nbytes({&a.x, &a.residual, &a.residual});
-  // Tokens above which the CUDA backend sorts the (token, slot) pairs by expert and runs grouped
-  // GEMMs (each expert's weights read once per 64 pairs) instead of the per-(token, slot) GEMVs.
-  // Measured on the H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test
-  // of tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md): GEMVs 783 us at T=32 and
-  // 1523 us at T=64, grouped 1133 us and 1462 us; linear in between, they cross near T=59.
-  constexpr int64_t kMoeGroupedMinTokens = 56;
   if (dev == Device::CUDA && a.x.dim(0) > kMoeGroupedMinTokens)
     return route("moe_grouped", dev, a, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
   return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe), bytes);
@@ -256,6 +268,19 @@ Status add_i32(const AddI32Args& a) {
   const Device dev = a.x.device;
   MX_TRY(expect(a.x, "add_i32", "x", {DType::I32}, a.x.ndim, dev));
   return route("add_i32", dev, a, cpu::add_i32, MX_CUDA_FN(add_i32), 2 * nbytes({&a.x}));
+}
+
+std::vector<std::string> dispatch_summary(Device device) {
+  if (device == Device::CPU) return {"all ops: CPU reference (fp32 activations, fp32 accumulation)"};
+  return {
+      fmt::format("linear (qkv, o, router, lm_head): T <= {} -> bf16_bf16w_gemv, else cuBLASLt BF16 GEMM",
+                  kLinearGemvMaxTokens),
+      fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else bf16_mxfp4w_moe_grouped "
+                  "(device routing + grouped MXFP4 GEMM)",
+                  kMoeGroupedMinTokens),
+      "attention: bf16_attention_decode (split over the KV length, sinks, 128-window) for every T",
+      "rmsnorm, qkv_rope_cache, router_topk, sample: one kernel each",
+  };
 }
 
 void set_profiling(bool on) { g_profiling = on; }

@@ -219,6 +219,8 @@ struct OpProfile {
   double bytes = 0;
 };
 void set_profiling(bool on);
+// The backend's path choices and their thresholds, one line each (logged once at start-up).
+std::vector<std::string> dispatch_summary(Device device);
 std::vector<OpProfile> take_profile();  // waits for the device, returns and clears the table
 
 }  // namespace mx::ops

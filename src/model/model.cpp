@@ -17,6 +17,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device
   auto w = load_weights(*m->checkpoint, m->config, device, progress);
   if (!w.ok()) return w.status().with_context("loading " + m->path.string());
   m->weights = std::move(w).value();
+  for (const auto& line : ops::dispatch_summary(device)) log_info("dispatch: {}", line);
   log_info("loaded {} ({} layers, {} experts, {:.2f} GB of weights on {})", m->path.string(),
            m->config.num_hidden_layers, m->config.num_local_experts, double(m->weights.bytes) / 1e9,
            device == Device::CPU ? "cpu" : "cuda");

@@ -105,6 +105,7 @@ Result<std::unique_ptr<Model>> make_synthetic_model(const std::string& arg, Devi
   MX_ASSIGN(w.lm_head, f.dense({V, D}));
   progress.finish();
   MX_TRY(place_rope_table(c, w));
+  for (const auto& line : ops::dispatch_summary(device)) log_info("dispatch: {}", line);
   log_info("made {} on {}: {:.2f} GB of random weights", arg, device == Device::CPU ? "cpu" : "cuda",
            double(w.bytes) / 1e9);
   return m;

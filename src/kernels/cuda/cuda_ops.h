@@ -22,7 +22,9 @@ void set_current_stream(void* stream);
 // ops (one file per kernel family)
 Status embed(const ops::EmbedArgs& a);
 Status rmsnorm(const ops::RmsNormArgs& a);
-Status linear(const ops::LinearArgs& a);
+Status linear_gemv(const ops::LinearArgs& a);  // bf16_bf16w_gemv, T <= kern::kGemvMaxTokens
+Status linear_gemm(const ops::LinearArgs& a);  // cuBLASLt
+bool linear_gemv_supported(const ops::LinearArgs& a);  // shape/alignment contract of the GEMV
 Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
 Status attention(const ops::AttentionArgs& a);

@@ -1,17 +1,11 @@
-// Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, linear): each checks its kernel's
-// contract and returns a Status. linear chooses the GEMV kernel or cuBLASLt (threshold below).
+// Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, and linear as the GEMV kernel or
+// cuBLASLt — dispatch.cpp chooses): each checks its kernel's contract and returns a Status.
 #include <cublasLt.h>
 
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
 namespace {
-
-// Tokens up to which linear runs the GEMV kernel (weights streamed once for all tokens) instead of
-// cuBLASLt. Measured with bench_kernels on H100 at qkv 5120x2880 (docs/PERFORMANCE.md): GEMV
-// 13.4 us at T=1 and T=2 but 18.5 us at T=4, cuBLASLt 13.0 us at T=5..8; so GEMV up to 2.
-constexpr int64_t kLinearGemvMaxTokens = 2;
-static_assert(kLinearGemvMaxTokens <= kern::kGemvMaxTokens);
 
 constexpr size_t kCublasLtWorkspace = 32u << 20;
 
@@ -111,11 +105,16 @@ Status rmsnorm(const ops::RmsNormArgs& a) {
   return kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream()));
 }
 
-Status linear(const ops::LinearArgs& a) {
-  const bool gemv_ok = a.x.dim(1) % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data);
-  if (a.x.dim(0) == 0) return ok_status();
-  if (a.x.dim(0) <= kLinearGemvMaxTokens && gemv_ok) return launch_bf16_bf16w_gemv(a);
-  return launch_bf16_bf16w_gemm(a);
+bool linear_gemv_supported(const ops::LinearArgs& a) {
+  return a.x.dim(0) <= kern::kGemvMaxTokens && a.x.dim(1) % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data);
+}
+
+Status linear_gemv(const ops::LinearArgs& a) {
+  return a.x.dim(0) == 0 ? ok_status() : launch_bf16_bf16w_gemv(a);
+}
+
+Status linear_gemm(const ops::LinearArgs& a) {
+  return a.x.dim(0) == 0 ? ok_status() : launch_bf16_bf16w_gemm(a);
 }
 
 }  // namespace mx::cuda
