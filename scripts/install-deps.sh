@@ -11,6 +11,9 @@ mode="${1:-}"
 if [[ "$mode" == "--test" || "$mode" == "--npm" ]]; then
   pkgs+=(nodejs npm)
 fi
+if [[ "$mode" == "--test" ]]; then
+  pkgs+=(chromium)  # the web-page test of the server (driven by playwright-core)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

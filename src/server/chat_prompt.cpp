@@ -1,0 +1,72 @@
+// prepare_chat_prompt: chat_to_harmony, response_format, render, tokenize, length checks.
+#include "server/chat_prompt.h"
+
+#include <ctime>
+
+#include "server/generation.h"
+#include "tokenizer/openai_chat.h"
+
+namespace mx::server {
+namespace {
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+// response_format: validated; a JSON schema is added to the developer instructions (harmony's
+// "# Response Formats" section).
+std::optional<ApiError> apply_response_format(const Json& body, openai::ChatPrompt& prompt) {
+  auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  const Json& rf = *it;
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+    return bad_request("'response_format' must be an object with a string 'type'", "response_format");
+  const std::string type = rf["type"];
+  if (type == "text") return std::nullopt;
+  std::string section;
+  if (type == "json_object") {
+    section = "# Response Formats\n\nRespond with a single JSON object.";
+  } else if (type == "json_schema") {
+    const Json* js = rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
+    if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())
+      return bad_request("'response_format.json_schema.schema' must be an object", "response_format");
+    const std::string name = js->value("name", std::string("response"));
+    section = "# Response Formats\n\n## " + name + "\n\n" + (*js)["schema"].dump();
+  } else {
+    return bad_request("'response_format.type' must be one of text, json_object, json_schema", "response_format");
+  }
+  for (harmony::Message& m : prompt.messages) {
+    if (auto* dev = std::get_if<harmony::DeveloperContent>(&m.content)) {
+      dev->instructions = dev->instructions ? *dev->instructions + "\n\n" + section : section;
+      return std::nullopt;
+    }
+  }
+  harmony::DeveloperContent dev;
+  dev.instructions = section;
+  prompt.messages.insert(prompt.messages.begin() + 1, harmony::developer_message(dev));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> prepare_chat_prompt(const ServerContext& ctx, const Json& body, SamplingRequest& sr,
+                                            std::vector<int32_t>& prompt_ids) {
+  auto prompt = openai::chat_to_harmony(body, {.conversation_start_date = today()});
+  if (!prompt.ok()) return bad_request(prompt.status().message(), "messages");
+  if (auto e = apply_response_format(body, *prompt)) return e;
+  auto rendered = harmony::render_for_completion(prompt->messages, harmony::Role::Assistant);
+  if (!rendered.ok()) return bad_request(rendered.status().message(), "messages");
+  auto ids = rendered->tokens(*ctx.tok);
+  if (!ids.ok()) return bad_request(ids.status().message(), "messages");
+  prompt_ids = std::move(ids).value();
+  if (auto e = resolve_max_tokens(ctx, prompt_ids.size(), sr)) return e;
+  sr.params.eos_ids = end_token_ids(ctx);
+  return std::nullopt;
+}
+
+}  // namespace mx::server

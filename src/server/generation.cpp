@@ -1,0 +1,90 @@
+// Submitting choices, polling their streams and recording their metrics.
+#include "server/generation.h"
+
+#include <algorithm>
+
+#include "tokenizer/harmony.h"
+
+namespace mx::server {
+
+std::optional<ApiError> resolve_max_tokens(const ServerContext& ctx, size_t prompt_len, SamplingRequest& sr) {
+  const int64_t max_len = ctx.engine->max_model_len();
+  const int64_t P = int64_t(prompt_len);
+  if (P == 0) return bad_request("The prompt is empty.");
+  if (sr.max_tokens ? P + *sr.max_tokens > max_len : P >= max_len)
+    return context_length_exceeded(int(max_len), P, sr.max_tokens.value_or(0));
+  sr.params.max_tokens = int(sr.max_tokens.value_or(max_len - P));
+  if (sr.params.min_tokens > sr.params.max_tokens) return bad_request("'min_tokens' must not exceed max_tokens", "min_tokens");
+  return std::nullopt;
+}
+
+std::vector<int32_t> end_token_ids(const ServerContext& ctx) {
+  std::vector<int32_t> ids = ctx.engine->model().config.eos_token_ids;
+  for (auto m : {harmony::Marker::Return, harmony::Marker::Call}) {
+    const int32_t id = harmony::marker_id(m);
+    if (id < ctx.engine->model().config.vocab_size && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::variant<std::vector<Choice>, ApiError> submit_choices(ServerContext& ctx, const SamplingRequest& sr,
+                                                           const std::vector<int32_t>& prompt) {
+  std::vector<Choice> choices;
+  for (int i = 0; i < sr.n; ++i) {
+    RequestParams p = sr.params;
+    p.prompt = prompt;
+    p.sampling.seed += uint64_t(i);
+    auto s = ctx.engine->submit(std::move(p));
+    if (!s.ok()) {
+      for (Choice& c : choices) c.stream->cancel();
+      return bad_request(s.status().message());
+    }
+    choices.push_back({.stream = *s});
+  }
+  return choices;
+}
+
+void poll_choices(std::vector<Choice>& choices, std::chrono::milliseconds timeout, const OnTokens& on_tokens,
+                  const OnEnd& on_end) {
+  bool waited = false;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    Choice& c = choices[i];
+    if (c.reason != FinishReason::None) continue;
+    StreamUpdate u = c.stream->wait(waited ? std::chrono::milliseconds(0) : timeout);
+    waited = true;
+    if (!u.tokens.empty()) {
+      c.tokens.insert(c.tokens.end(), u.tokens.begin(), u.tokens.end());
+      c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+      on_tokens(i, u.tokens);
+    }
+    if (u.finished() && c.reason == FinishReason::None) {  // a stop string may have ended it meanwhile
+      c.reason = u.reason;
+      c.error = u.error;
+      on_end(i);
+    }
+  }
+}
+
+bool all_finished(const std::vector<Choice>& choices) {
+  return std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.reason != FinishReason::None; });
+}
+
+void end_early(Choice& c, FinishReason reason) {
+  c.stream->cancel();
+  c.reason = reason;
+}
+
+void record_metrics(ServerContext& ctx, std::vector<Choice>& choices) {
+  for (Choice& c : choices) {
+    if (c.recorded || c.reason == FinishReason::None) continue;
+    RequestTiming t = c.stream->timing();
+    if (t.finished == Clock::time_point{}) {  // ended here (stop string, disconnect) before the engine saw it
+      t.finished = Clock::now();
+      t.generated_tokens = int(c.tokens.size());
+    }
+    ctx.metrics.record(t, c.reason);
+    c.recorded = true;
+  }
+}
+
+}  // namespace mx::server

@@ -1,0 +1,20 @@
+// The route handlers of the server, one per endpoint, over the shared ServerContext.
+#pragma once
+
+#include <httplib.h>
+
+#include "server/server.h"
+
+namespace mx::server {
+
+void handle_health(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_web_page(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+}  // namespace mx::server

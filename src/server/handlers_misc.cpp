@@ -1,0 +1,73 @@
+// The small routes: GET /health, GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics.
+#include "server/handlers.h"
+#include "server/request_params.h"
+#include "tokenizer/harmony_parser.h"
+#include "tokenizer/openai_chat.h"
+
+namespace mx::server {
+
+void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  if (!ctx.ready) return send_json(res, 503, {{"status", "loading"}});
+  res.status = 200;
+}
+
+void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  Json m = {{"id", ctx.args.served_model_name}, {"object", "model"}, {"created", ctx.created},
+            {"owned_by", "mxserve"}, {"root", ctx.engine->model().path.string()}, {"parent", nullptr},
+            {"max_model_len", ctx.engine->max_model_len()}};
+  send_json(res, 200, {{"object", "list"}, {"data", Json::array({m})}});
+}
+
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const Json& body = std::get<Json>(parsed);
+  if (auto e = check_model(body, ctx.args.served_model_name)) return send_error(res, *e);
+  if (!ctx.tok) return send_error(res, bad_request("this model has no tokenizer.json"));
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    auto prompt = openai::chat_to_harmony(body);
+    if (!prompt.ok()) return send_error(res, bad_request(prompt.status().message(), "messages"));
+    auto rendered = harmony::render_for_completion(prompt->messages, harmony::Role::Assistant);
+    if (!rendered.ok()) return send_error(res, bad_request(rendered.status().message(), "messages"));
+    auto r = rendered->tokens(*ctx.tok);
+    if (!r.ok()) return send_error(res, bad_request(r.status().message(), "messages"));
+    ids = *r;
+  } else {
+    auto it = body.find("prompt");
+    if (it == body.end() || !it->is_string()) return send_error(res, bad_request("'prompt' must be a string", "prompt"));
+    auto r = ctx.tok->encode(it->get<std::string>());
+    if (!r.ok()) return send_error(res, bad_request(r.status().message(), "prompt"));
+    ids = *r;
+  }
+  Json out = {{"count", ids.size()}, {"max_model_len", ctx.engine->max_model_len()}, {"tokens", ids}};
+  if (body.value("return_token_strs", false)) {
+    Json strs = Json::array();
+    for (int32_t id : ids) strs.push_back(harmony::sanitize_utf8(ctx.tok->token_bytes(id)));
+    out["token_strs"] = strs;
+  }
+  send_json(res, 200, out);
+}
+
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_body(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const Json& body = std::get<Json>(parsed);
+  if (auto e = check_model(body, ctx.args.served_model_name)) return send_error(res, *e);
+  if (!ctx.tok) return send_error(res, bad_request("this model has no tokenizer.json"));
+  auto it = body.find("tokens");
+  if (it == body.end() || !it->is_array()) return send_error(res, bad_request("'tokens' must be a list of token ids", "tokens"));
+  std::vector<int32_t> ids;
+  for (const Json& x : *it) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= ctx.tok->vocab_size())
+      return send_error(res, bad_request("'tokens' must be a list of token ids in the vocabulary", "tokens"));
+    ids.push_back(x.get<int32_t>());
+  }
+  send_json(res, 200, {{"prompt", harmony::sanitize_utf8(ctx.tok->decode(ids))}});
+}
+
+void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  res.set_content(ctx.metrics.render(ctx.args.served_model_name, ctx.engine->stats()), "text/plain; version=0.0.4");
+}
+
+}  // namespace mx::server

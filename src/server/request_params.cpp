@@ -1,0 +1,138 @@
+// Typed field access with OpenAI-style error messages ("'temperature' must be a number").
+#include "server/request_params.h"
+
+#include <fmt/format.h>
+
+namespace mx::server {
+namespace {
+
+// Reads body[key] when present and not null; reports wrong types and ranges.
+class Fields {
+ public:
+  explicit Fields(const Json& body) : body_(body) {}
+  std::optional<ApiError> error;
+
+  const Json* get(const char* key) const {
+    auto it = body_.find(key);
+    return it == body_.end() || it->is_null() ? nullptr : &*it;
+  }
+  void number(const char* key, double lo, double hi, float& out) {
+    const Json* v = get(key);
+    if (!v || error) return;
+    if (!v->is_number()) return fail(key, "must be a number");
+    const double x = v->get<double>();
+    if (x < lo || x > hi) return fail(key, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
+    out = float(x);
+  }
+  void integer(const char* key, int64_t lo, int64_t hi, std::optional<int64_t>& out) {
+    const Json* v = get(key);
+    if (!v || error) return;
+    if (!v->is_number_integer()) return fail(key, "must be an integer");
+    const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+    if (x < lo || x > hi) return fail(key, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
+    out = x;
+  }
+  void boolean(const char* key, bool& out) {
+    const Json* v = get(key);
+    if (!v || error) return;
+    if (!v->is_boolean()) return fail(key, "must be a boolean");
+    out = v->get<bool>();
+  }
+  void fail(const char* key, const std::string& what) {
+    if (!error) error = bad_request(fmt::format("'{}' {}", key, what), key);
+  }
+
+ private:
+  const Json& body_;
+};
+
+}  // namespace
+
+std::variant<Json, ApiError> parse_body(const std::string& text) {
+  Json body = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return bad_request("The request body is not valid JSON.");
+  if (!body.is_object()) return bad_request("The request body must be a JSON object.");
+  return body;
+}
+
+std::optional<ApiError> check_model(const Json& body, const std::string& served_name) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return bad_request("'model' must be a string", "model");
+  if (it->get<std::string>() != served_name) return model_not_found(it->get<std::string>());
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, SamplingRequest& out) {
+  Fields f(body);
+  SamplingParams& sp = out.params.sampling;
+  sp.temperature = 1.0f;  // OpenAI's default
+  f.number("temperature", 0, 2, sp.temperature);
+  f.number("top_p", 1e-9, 1, sp.top_p);
+  f.number("min_p", 0, 1, sp.min_p);
+  float ignored = 0;
+  f.number("presence_penalty", -2, 2, ignored);
+  f.number("frequency_penalty", -2, 2, ignored);
+  std::optional<int64_t> v;
+  f.integer("top_k", -1, 1 << 30, v);
+  if (v) sp.top_k = int(std::max<int64_t>(*v, 0));
+  v.reset();
+  f.integer("seed", INT64_MIN, INT64_MAX, v);
+  if (v) sp.seed = uint64_t(*v);
+  const char* max_key = endpoint == Endpoint::Responses ? "max_output_tokens" : "max_tokens";
+  f.integer(max_key, 1, INT32_MAX, out.max_tokens);
+  if (endpoint == Endpoint::Chat) f.integer("max_completion_tokens", 1, INT32_MAX, out.max_tokens);
+  v.reset();
+  f.integer("min_tokens", 0, INT32_MAX, v);
+  if (v) out.params.min_tokens = int(*v);
+  v.reset();
+  f.integer("n", 1, 16, v);
+  if (v) out.n = int(*v);
+  f.boolean("stream", out.stream);
+  f.boolean("return_token_ids", out.return_token_ids);
+  bool ignore_eos = false;
+  f.boolean("ignore_eos", ignore_eos);
+  out.params.ignore_eos = ignore_eos ? IgnoreEos::Yes : IgnoreEos::No;
+  if (const Json* so = f.get("stream_options")) {
+    if (!so->is_object()) f.fail("stream_options", "must be an object");
+    else if (auto it = so->find("include_usage"); it != so->end() && !it->is_null()) {
+      if (!it->is_boolean()) f.fail("stream_options.include_usage", "must be a boolean");
+      else out.include_usage = it->get<bool>();
+    }
+  }
+  if (const Json* s = f.get("stop")) {
+    if (s->is_string()) out.stop.push_back(s->get<std::string>());
+    else if (s->is_array()) {
+      for (const Json& x : *s) {
+        if (!x.is_string()) f.fail("stop", "must be a string or an array of strings");
+        else if (!x.get<std::string>().empty()) out.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      f.fail("stop", "must be a string or an array of strings");
+    }
+  }
+  if (const Json* s = f.get("stop_token_ids")) {
+    if (!s->is_array()) f.fail("stop_token_ids", "must be an array of integers");
+    else for (const Json& x : *s) {
+      if (!x.is_number_integer()) f.fail("stop_token_ids", "must be an array of integers");
+      else out.params.stop_ids.push_back(x.get<int32_t>());
+    }
+  }
+  if (endpoint == Endpoint::Chat) {  // logprobs: bool, top_logprobs: 0..20
+    bool want = false;
+    f.boolean("logprobs", want);
+    v.reset();
+    f.integer("top_logprobs", 0, 20, v);
+    if (v && !want) f.fail("top_logprobs", "needs 'logprobs': true");
+    if (want) out.params.logprobs = int(v.value_or(0));
+  } else if (endpoint == Endpoint::Completions) {  // logprobs: number of top alternatives
+    v.reset();
+    f.integer("logprobs", 0, 20, v);
+    if (v) out.params.logprobs = int(*v);
+  }
+  if (out.params.min_tokens > 0 && out.max_tokens && out.params.min_tokens > *out.max_tokens)
+    f.fail("min_tokens", "must not exceed max_tokens");
+  return f.error;
+}
+
+}  // namespace mx::server

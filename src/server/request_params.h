@@ -1,0 +1,36 @@
+// Request-body parsing shared by the endpoints: the body as an ordered JSON object, and the
+// sampling / limit fields (temperature, top_p, top_k, min_p, seed, max_tokens, n, stop, stream,
+// ignore_eos, min_tokens, ...) with type and range checks that become 400 errors.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/request.h"
+#include "server/api_error.h"
+
+namespace mx::server {
+
+using Json = nlohmann::ordered_json;
+
+enum class Endpoint { Chat, Completions, Responses };
+
+struct SamplingRequest {
+  RequestParams params;               // everything but the prompt and max_tokens
+  std::optional<int64_t> max_tokens;  // absent: the rest of the context
+  int n = 1;
+  bool stream = false, include_usage = false, return_token_ids = false;
+  std::vector<std::string> stop;      // stop strings (on the visible text)
+};
+
+// The body parsed as a JSON object; malformed JSON or another type is a 400.
+std::variant<Json, ApiError> parse_body(const std::string& text);
+std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, SamplingRequest& out);
+// 404 unless `model` is absent or the served name.
+std::optional<ApiError> check_model(const Json& body, const std::string& served_name);
+
+}  // namespace mx::server

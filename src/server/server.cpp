@@ -1,0 +1,117 @@
+// Server: socket binding, the route table with bearer auth and the loading gate, the access log,
+// and the response helpers.
+#include "server/server.h"
+
+#include <random>
+
+#include "core/log.h"
+#include "server/handlers.h"
+
+namespace mx::server {
+
+void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.body()); }
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string random_id(const std::string& prefix) {
+  static constexpr std::string_view kAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  return id;
+}
+
+Server::Server(ServerArgs args) : http_(std::make_unique<httplib::Server>()) {
+  ctx_.args = std::move(args);
+  ctx_.created = unix_now();
+}
+
+Server::~Server() { stop(); }
+
+void Server::add_routes() {
+  ServerContext& ctx = ctx_;
+  // Routes that need the engine answer 503 until the model is loaded.
+  auto gated = [&ctx](void (*h)(ServerContext&, const httplib::Request&, httplib::Response&)) {
+    return [&ctx, h](const httplib::Request& req, httplib::Response& res) {
+      if (!ctx.ready) return send_error(res, {.status = 503, .message = "The model is still loading.", .type = "service_unavailable"});
+      h(ctx, req, res);
+    };
+  };
+  http_->Get("/health", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_health(ctx, req, res); });
+  http_->Get("/", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_web_page(ctx, req, res); });
+  http_->Get("/v1/models", gated(handle_models));
+  http_->Post("/v1/chat/completions", gated(handle_chat));
+  http_->Post("/v1/completions", gated(handle_completions));
+  http_->Post("/v1/responses", gated(handle_responses));
+  http_->Post("/tokenize", gated(handle_tokenize));
+  http_->Post("/detokenize", gated(handle_detokenize));
+  http_->Get("/metrics", gated(handle_metrics));
+  http_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (ctx.args.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + ctx.args.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, unauthorized());
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+    const int status = res.status;
+    send_error(res, {.status = status, .message = status == 404 ? "Not found: " + req.method + " " + req.path
+                                                                : "HTTP error " + std::to_string(status)});
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log_error("request failed: {}", what);
+    send_error(res, server_error(what));
+  });
+  http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    log_info("{}:{} - \"{} {} {}\" {}", req.remote_addr, req.remote_port, req.method, req.path, req.version, res.status);
+  });
+}
+
+Status Server::start() {
+  const int threads = std::max(8, ctx_.args.http_threads);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  http_->set_keep_alive_timeout(5);
+  http_->set_payload_max_length(64u << 20);
+  add_routes();
+  if (ctx_.args.port == 0) {
+    bound_port_ = http_->bind_to_any_port(ctx_.args.host);
+    MX_CHECK(bound_port_ > 0, "could not bind to {} on any port", ctx_.args.host);
+  } else {
+    MX_CHECK(http_->bind_to_port(ctx_.args.host, ctx_.args.port), "could not bind to {}:{} (in use?)", ctx_.args.host,
+             ctx_.args.port);
+    bound_port_ = ctx_.args.port;
+  }
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return ok_status();
+}
+
+void Server::set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tok) {
+  ctx_.engine = std::move(engine);
+  ctx_.tok = std::move(tok);
+  ctx_.ready = true;
+}
+
+void Server::stop() {
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+  ctx_.ready = false;
+  ctx_.engine.reset();  // ends open requests (cancelled) after the HTTP threads are gone
+}
+
+}  // namespace mx::server

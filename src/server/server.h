@@ -1,0 +1,68 @@
+// The HTTP server of `mxserve serve`: binds first (GET /health answers 503 while the model
+// loads), then serves the OpenAI-compatible routes over one Engine. Handlers live in
+// handlers_*.cpp and share a ServerContext.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "runtime/scheduler.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace mx::server {
+
+struct ServerArgs {
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  std::string api_key;            // empty: no auth
+  std::string served_model_name;  // the name clients send as "model"
+  int http_threads = 64;          // one per open connection (streams hold theirs)
+};
+
+struct ServerContext {
+  ServerArgs args;
+  std::atomic<bool> ready{false};
+  std::unique_ptr<Engine> engine;
+  std::shared_ptr<const Tokenizer> tok;
+  Metrics metrics;
+  int64_t created = 0;  // unix seconds at start
+};
+
+// Response helpers shared by the handlers.
+void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
+void send_error(httplib::Response& res, const ApiError& e);
+int64_t unix_now();
+std::string random_id(const std::string& prefix);  // prefix + 24 random alphanumerics
+
+class Server {
+ public:
+  explicit Server(ServerArgs args);
+  ~Server();
+  // Binds host:port and starts answering on a background thread.
+  Status start();
+  // The model is loaded: routes start serving (tok may be null: token-id prompts only).
+  void set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tok);
+  void stop();
+  int port() const { return bound_port_; }
+
+ private:
+  void add_routes();
+
+  std::unique_ptr<httplib::Server> http_;
+  ServerContext ctx_;
+  std::thread thread_;
+  int bound_port_ = 0;
+};
+
+}  // namespace mx::server

@@ -1,0 +1,259 @@
+// The continuous-batching engine on the CPU backend with the tiny fixture model: concurrent
+// requests (chunked prefill, joining a running batch, a tiny KV pool with preemption) produce the
+// same tokens as single-sequence generate(); cancellation frees blocks; limits and stop ids hold.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "model/model.h"
+#include "runtime/generate.h"
+#include "runtime/scheduler.h"
+#include "test_util.h"
+
+namespace mx {
+namespace {
+
+using namespace std::chrono_literals;
+
+const Model& tiny_model() {
+  static std::unique_ptr<Model> m = [] {
+    auto r = Model::load((test::fixtures_dir() / "models" / "tiny").string(), Device::CPU, ShowProgress::No);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }();
+  return *m;
+}
+
+std::vector<int32_t> make_prompt(int n, int seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(int32_t((seed * 37 + i * 11) % 300));
+  return p;
+}
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason reason = FinishReason::None;
+};
+
+// Reads a stream to its end (bounded: fails after 60 s).
+Collected collect(RequestStream& s) {
+  Collected c;
+  const auto deadline = Clock::now() + 60s;
+  while (c.reason == FinishReason::None && Clock::now() < deadline) {
+    StreamUpdate u = s.wait(100ms);
+    c.tokens.insert(c.tokens.end(), u.tokens.begin(), u.tokens.end());
+    c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+    c.reason = u.reason;
+  }
+  EXPECT_NE(c.reason, FinishReason::None) << "request " << s.id() << " did not finish in 60 s";
+  return c;
+}
+
+std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int max_tokens, SamplingParams sp = {}) {
+  GenerateOptions opt;
+  opt.max_tokens = max_tokens;
+  opt.sampling = sp;
+  auto r = generate(tiny_model(), prompt, opt);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? r->tokens : std::vector<int32_t>{};
+}
+
+EngineArgs small_args(int blocks, int block_size = 4, int max_len = 128) {
+  return {.max_num_seqs = 8, .max_num_batched_tokens = 24, .max_model_len = max_len, .kv_block_size = block_size,
+          .num_kv_blocks = blocks, .stats_interval_seconds = 0};
+}
+
+RequestParams greedy(std::vector<int32_t> prompt, int max_tokens) {
+  return {.prompt = std::move(prompt), .max_tokens = max_tokens, .ignore_eos = IgnoreEos::Yes};
+}
+
+void expect_batched_equals_single(const EngineArgs& args, int n_requests, int stagger_after) {
+  auto engine = Engine::create(tiny_model(), args);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const int max_tokens = 12;
+  for (int i = 0; i < n_requests; ++i) {
+    prompts.push_back(make_prompt(3 + 9 * i, i + 1));  // 3..57 tokens: several prefill chunks
+    if (i == stagger_after) std::this_thread::sleep_for(20ms);  // later ones join a running batch
+    auto s = (*engine)->submit(greedy(prompts.back(), max_tokens));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    streams.push_back(*s);
+  }
+  for (int i = 0; i < n_requests; ++i) {
+    const Collected c = collect(*streams[size_t(i)]);
+    EXPECT_EQ(c.reason, FinishReason::Length);
+    EXPECT_EQ(c.tokens, reference(prompts[size_t(i)], max_tokens)) << "request " << i;
+  }
+}
+
+TEST(Scheduler, BatchedGreedyEqualsSingleGenerate) {
+  expect_batched_equals_single(small_args(/*blocks=*/256), 6, 3);
+}
+
+TEST(Scheduler, TinyKvPoolRequestsWaitAndAllComplete) {
+  // 20 blocks of 4 tokens: one 57+12 token request alone needs 18, so the rest wait or are
+  // preempted and recomputed; the tokens must not change.
+  EngineArgs a = small_args(/*blocks=*/20, 4, 80);
+  expect_batched_equals_single(a, 6, 3);
+  auto engine = Engine::create(tiny_model(), a);
+  ASSERT_TRUE(engine.ok());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 5; ++i) streams.push_back(*(*engine)->submit(greedy(make_prompt(40, i), 30)));
+  std::vector<std::vector<int32_t>> got;
+  for (auto& s : streams) got.push_back(collect(*s).tokens);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(got[size_t(i)], reference(make_prompt(40, i), 30)) << "request " << i;
+  EXPECT_GT((*engine)->stats().preemptions_total, 0u) << "the pool was meant to force preemption";
+}
+
+TEST(Scheduler, SeededSamplingEqualsSingleGenerate) {
+  auto engine = Engine::create(tiny_model(), small_args(256));
+  ASSERT_TRUE(engine.ok());
+  const SamplingParams sp{.temperature = 0.9f, .top_k = 50, .top_p = 0.95f, .min_p = 0.01f, .seed = 7};
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    RequestParams p = greedy(make_prompt(10 + i, i), 10);
+    p.sampling = sp;
+    p.sampling.seed = uint64_t(i + 1);
+    streams.push_back(*(*engine)->submit(p));
+  }
+  for (int i = 0; i < 4; ++i) {
+    SamplingParams ref = sp;
+    ref.seed = uint64_t(i + 1);
+    EXPECT_EQ(collect(*streams[size_t(i)]).tokens, reference(make_prompt(10 + i, i), 10, ref)) << "request " << i;
+  }
+}
+
+TEST(Scheduler, CancellationFreesBlocks) {
+  // A long request (2000 tokens) that cannot finish before the cancel lands.
+  auto engine = Engine::create(tiny_model(), small_args(600, 4, 2048));
+  ASSERT_TRUE(engine.ok());
+  auto s = *(*engine)->submit(greedy(make_prompt(20, 3), 2000));
+  auto other = *(*engine)->submit(greedy(make_prompt(8, 4), 6));
+  const auto deadline = Clock::now() + 30s;
+  size_t seen = 0;
+  while (seen == 0 && Clock::now() < deadline) seen += s->wait(50ms).tokens.size();
+  ASSERT_GT(seen, 0u);
+  s->cancel();
+  const Collected c = collect(*s);
+  EXPECT_EQ(c.reason, FinishReason::Cancelled);
+  EXPECT_LT(seen + c.tokens.size(), 2000u);
+  EXPECT_EQ(collect(*other).tokens, reference(make_prompt(8, 4), 6));
+  int used = -1;
+  for (auto until = Clock::now() + 10s; Clock::now() < until; std::this_thread::sleep_for(10ms))
+    if ((used = (*engine)->stats().kv_blocks_used) == 0) break;
+  EXPECT_EQ(used, 0);
+}
+
+TEST(Scheduler, StopIdsMinTokensAndLimits) {
+  auto engine = Engine::create(tiny_model(), small_args(64, 4, 64));
+  ASSERT_TRUE(engine.ok());
+  const std::vector<int32_t> prompt = make_prompt(12, 5);
+  const std::vector<int32_t> ref = reference(prompt, 8);
+  ASSERT_EQ(ref.size(), 8u);
+  // The third greedy token as a stop id ends the request there (stop id included).
+  RequestParams p = greedy(prompt, 8);
+  p.stop_ids = {ref[2]};
+  Collected c = collect(**(*engine)->submit(p));
+  EXPECT_EQ(c.reason, FinishReason::Stop);
+  EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + 3));
+  // As an eos id it is ignored with ignore_eos, and masked before min_tokens.
+  p.stop_ids.clear();
+  p.eos_ids = {ref[0]};
+  c = collect(**(*engine)->submit(p));
+  EXPECT_EQ(c.tokens, ref);
+  p.ignore_eos = IgnoreEos::No;
+  p.min_tokens = 1;
+  c = collect(**(*engine)->submit(p));
+  EXPECT_NE(c.tokens.at(0), ref[0]);
+  p.min_tokens = 0;
+  c = collect(**(*engine)->submit(p));
+  EXPECT_EQ(c.reason, FinishReason::Stop);
+  EXPECT_EQ(c.tokens.size(), 1u);
+  // Over the context, an empty prompt, ids outside the vocabulary: errors, not crashes.
+  auto too_long = (*engine)->submit(greedy(make_prompt(60, 1), 10));
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("maximum context length is 64 tokens"), std::string::npos);
+  EXPECT_FALSE((*engine)->submit(greedy({}, 4)).ok());
+  EXPECT_FALSE((*engine)->submit(greedy({1, 9999}, 4)).ok());
+}
+
+TEST(Scheduler, LogprobsAreLogSoftmaxOfGenerateLogits) {
+  auto engine = Engine::create(tiny_model(), small_args(64));
+  ASSERT_TRUE(engine.ok());
+  const std::vector<int32_t> prompt = make_prompt(9, 2);
+  RequestParams p = greedy(prompt, 5);
+  p.logprobs = 3;
+  const Collected c = collect(**(*engine)->submit(p));
+  GenerateOptions opt;
+  opt.max_tokens = 5;
+  opt.keep_logits = true;
+  auto ref = generate(tiny_model(), prompt, opt);
+  ASSERT_TRUE(ref.ok());
+  const size_t V = size_t(tiny_model().config.vocab_size);
+  ASSERT_EQ(c.tokens, ref->tokens);
+  ASSERT_EQ(c.logprobs.size(), c.tokens.size());
+  for (size_t t = 0; t < c.tokens.size(); ++t) {
+    std::span<const float> row(ref->logits.data() + t * V, V);
+    double z = 0;
+    for (float x : row) z += std::exp(double(x));
+    // 1e-5 absolute: float log-softmax against a double reference on logits of order 1.
+    EXPECT_NEAR(c.logprobs[t].logprob, double(row[size_t(c.tokens[t])]) - std::log(z), 1e-5) << "step " << t;
+    ASSERT_EQ(c.logprobs[t].top.size(), 3u);
+    EXPECT_EQ(c.logprobs[t].top[0].first, c.tokens[t]) << "greedy picks the top-1";
+    EXPECT_GE(c.logprobs[t].top[0].second, c.logprobs[t].top[1].second);
+    EXPECT_GE(c.logprobs[t].top[1].second, c.logprobs[t].top[2].second);
+  }
+  p.logprobs = 21;
+  EXPECT_FALSE((*engine)->submit(p).ok());
+}
+
+// Prompts that share their first `shared` tokens.
+std::vector<int32_t> shared_prompt(int shared, int own, int seed) {
+  std::vector<int32_t> p = make_prompt(shared, 99);
+  const std::vector<int32_t> tail = make_prompt(own, seed);
+  p.insert(p.end(), tail.begin(), tail.end());
+  return p;
+}
+
+TEST(Scheduler, PrefixCachingReusesBlocksAndKeepsOutputs) {
+  EngineArgs a = small_args(/*blocks=*/64, 4, 80);
+  a.prefix_caching = PrefixCaching::On;
+  auto engine = Engine::create(tiny_model(), a);
+  ASSERT_TRUE(engine.ok());
+  // One after the other: the second finds the first's 6 full blocks of the shared 26 tokens.
+  const auto p0 = shared_prompt(26, 5, 1), p1 = shared_prompt(26, 7, 2);
+  EXPECT_EQ(collect(**(*engine)->submit(greedy(p0, 10))).tokens, reference(p0, 10));
+  auto s1 = *(*engine)->submit(greedy(p1, 10));
+  EXPECT_EQ(collect(*s1).tokens, reference(p1, 10));
+  EXPECT_EQ(s1->timing().cached_prompt_tokens, 24);
+  EXPECT_GE((*engine)->stats().prefix_cache_hits, 24u);
+  // The same prompt again hits all but the last block's worth, and still matches.
+  auto s2 = *(*engine)->submit(greedy(p1, 10));
+  EXPECT_EQ(collect(*s2).tokens, reference(p1, 10));
+  EXPECT_EQ(s2->timing().cached_prompt_tokens, 32);
+  // Concurrent requests on a tiny pool: cached blocks are evicted, preemption recomputes.
+  EngineArgs tiny = small_args(/*blocks=*/22, 4, 80);
+  tiny.prefix_caching = PrefixCaching::On;
+  auto e2 = Engine::create(tiny_model(), tiny);
+  ASSERT_TRUE(e2.ok());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) streams.push_back(*(*e2)->submit(greedy(shared_prompt(30, 4 + i, i), 30)));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(collect(*streams[size_t(i)]).tokens, reference(shared_prompt(30, 4 + i, i), 30)) << "request " << i;
+  int used = -1;
+  for (auto until = Clock::now() + 10s; Clock::now() < until; std::this_thread::sleep_for(10ms))
+    if ((used = (*e2)->stats().kv_blocks_used) == 0) break;
+  EXPECT_EQ(used, 0) << "only unreferenced cached blocks remain";
+}
+
+TEST(Scheduler, RejectsAPoolSmallerThanOneRequest) {
+  auto engine = Engine::create(tiny_model(), small_args(/*blocks=*/4, 4, 64));
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("cannot hold one request"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mx
