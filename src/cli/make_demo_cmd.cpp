@@ -1,10 +1,7 @@
 // `mxserve make-demo --out DIR`: writes the bundled demo model (tiny, random weights, the real
 // gpt-oss format and the real tokenizer), so the pipeline runs with no GPU and no download.
-#include <filesystem>
-
 #include "cli/commands.h"
-#include "core/log.h"
-#include "model/random_model.h"
+#include "cli/demo_model.h"
 
 namespace mx::cli {
 namespace {
@@ -14,19 +11,7 @@ struct DemoFlags {
   uint64_t seed = 1234;
 };
 
-Status make_demo(const DemoFlags& f) {
-  namespace fs = std::filesystem;
-  RandomModelSpec spec;
-  spec.seed = f.seed;
-  MX_TRY(write_random_model(f.out, spec));
-  if (!f.tokenizer.empty()) {
-    MX_CHECK(fs::exists(f.tokenizer), "--tokenizer {} does not exist", f.tokenizer);
-    fs::copy_file(f.tokenizer, fs::path(f.out) / "tokenizer.json", fs::copy_options::overwrite_existing);
-  }
-  log_info("wrote demo model to {} ({} layers, hidden {}, {} experts, vocab {}){}", f.out, spec.layers, spec.hidden,
-           spec.experts, spec.vocab, f.tokenizer.empty() ? " without tokenizer.json" : "");
-  return ok_status();
-}
+Status make_demo(const DemoFlags& f) { return write_demo_model(f.out, f.seed, f.tokenizer); }
 
 }  // namespace
 

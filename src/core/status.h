@@ -83,6 +83,7 @@ inline std::string short_file(const char* path) {
   } while (0)
 
 // MX_ASSIGN(lhs, expr): expr yields a Result<T>; on error return it, else move the value into lhs.
+// It expands to several statements: inside an if/else, use braces.
 #define MX_ASSIGN(lhs, expr) MX_ASSIGN_IMPL(MX_CONCAT(_mx_res_, __COUNTER__), lhs, expr)
 #define MX_ASSIGN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                   \

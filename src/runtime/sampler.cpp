@@ -16,8 +16,20 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
+// No top-k / top-p: the softmax in id order (min-p is a threshold on the logit), no sort.
+int32_t Sampler::sample_unsorted(std::span<const float> logits) {
+  const double m = logits[size_t(argmax(logits))];
+  const double floor = p_.min_p > 0.0f ? m + p_.temperature * std::log(double(p_.min_p)) : -INFINITY;
+  std::vector<double> w(logits.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = logits[i] >= floor ? std::exp((double(logits[i]) - m) / p_.temperature) : 0.0;
+  std::discrete_distribution<size_t> pick(w.begin(), w.end());
+  return int32_t(pick(rng_));
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
   if (p_.temperature <= 0.0f || p_.top_k == 1) return argmax(logits);
+  if (p_.top_p >= 1.0f && (p_.top_k <= 0 || size_t(p_.top_k) >= logits.size())) return sample_unsorted(logits);
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   size_t n = ids.size();

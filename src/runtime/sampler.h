@@ -22,6 +22,7 @@ class Sampler {
   int32_t sample(std::span<const float> logits);
 
  private:
+  int32_t sample_unsorted(std::span<const float> logits);
   SamplingParams p_;
   std::mt19937_64 rng_;
 };
