@@ -21,7 +21,7 @@ std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop = true; }
 
 struct ServeFlags {
-  std::string model, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
+  std::string model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   double gpu_memory_utilization = 0.9;
@@ -62,9 +62,11 @@ Status serve(ServeFlags f) {
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device));
   std::shared_ptr<const Tokenizer> tok;
-  if (fs::exists(model->path / "tokenizer.json")) {
-    MX_ASSIGN(tok, Tokenizer::load(model->path / "tokenizer.json"));
+  const fs::path tok_path = f.tokenizer.empty() ? model->path / "tokenizer.json" : fs::path(f.tokenizer);
+  if (fs::exists(tok_path)) {
+    MX_ASSIGN(tok, Tokenizer::load(tok_path));
   } else {
+    MX_CHECK(f.tokenizer.empty(), "--tokenizer {} does not exist", f.tokenizer);
     log_warn("{} has no tokenizer.json: only token-id prompts on /v1/completions will work", model->path.string());
   }
   const ModelConfig& c = model->config;
@@ -118,6 +120,7 @@ void register_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching)");
   cmd->add_option("model", f->model, "Model folder or Hugging Face repo id; default: the bundled demo model");
   cmd->add_option("-m,--model", f->model, "Same as the positional MODEL (llama-server style)");
+  cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to use; default: the model folder's (synthetic models have none)");
   cmd->add_option("--host", f->host, "Address to listen on")->default_val("0.0.0.0");
   cmd->add_option("--port", f->port, "Port to listen on; 0 picks a free one")->default_val(8000)->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on /v1/* routes; default: no auth");

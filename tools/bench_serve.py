@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Serving benchmark for machines without node (the GPU machine): streamed /v1/completions requests
+at several concurrencies against a running OpenAI-compatible server, reporting mean / p50 / p99
+time to first token, time per output token after the first, and total output throughput.
+Same measurement as tests/js/bench_serve.mjs (which uses the official openai client); standard
+library only.
+
+usage: tools/bench_serve.py [--base-url http://127.0.0.1:8000/v1] [--concurrency 1,8,64]
+                            [--requests-per-level 64] [--max-tokens 128] [--prompt-words 256]
+"""
+import argparse
+import concurrent.futures
+import http.client
+import json
+import statistics
+import time
+import urllib.parse
+
+WORDS = ["alpha", "river", "stone", "light", "market", "engine", "cloud", "garden", "signal", "paper"]
+
+
+def prompt(i, n):
+    return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(n))
+
+
+def connect(base):
+    u = urllib.parse.urlparse(base)
+    return http.client.HTTPConnection(u.hostname, u.port or 80, timeout=3600), u.path.rstrip("/")
+
+
+def one(args, model, i):
+    conn, path = connect(args.base_url)
+    body = {"model": model, "prompt": prompt(i, args.prompt_words), "max_tokens": args.max_tokens,
+            "stream": True, "ignore_eos": True, "temperature": 0, "stream_options": {"include_usage": True}}
+    t0 = time.perf_counter()
+    conn.request("POST", f"{path}/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]!r}")
+    first = last = None
+    tokens = 0
+    while True:
+        raw = r.readline()
+        if not raw:
+            break
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
+        if chunk.get("choices") and chunk["choices"][0].get("text"):
+            now = time.perf_counter()
+            first = first or now
+            last = now
+    conn.close()
+    ttft = (first or time.perf_counter()) - t0
+    tpot = (last - first) / (tokens - 1) if first and tokens > 1 else 0.0
+    return ttft, tpot, tokens
+
+
+def level(args, model, concurrency):
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        results = list(pool.map(lambda i: one(args, model, i), range(args.requests_per_level)))
+    wall = time.perf_counter() - t0
+    ttft = sorted(r[0] for r in results)
+    tpot = sorted(r[1] for r in results)
+    q = lambda v, p: v[min(len(v) - 1, int(p * len(v)))]
+    return (f"| {concurrency} | {len(results)} | {statistics.mean(ttft) * 1e3:.1f} | {q(ttft, 0.5) * 1e3:.1f} | "
+            f"{q(ttft, 0.99) * 1e3:.1f} | {statistics.mean(tpot) * 1e3:.2f} | {q(tpot, 0.99) * 1e3:.2f} | "
+            f"{sum(r[2] for r in results) / wall:.1f} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    ap.add_argument("--concurrency", default="1,8,64")
+    ap.add_argument("--requests-per-level", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--prompt-words", type=int, default=256)
+    args = ap.parse_args()
+    conn, path = connect(args.base_url)
+    conn.request("GET", f"{path}/models")
+    model = json.loads(conn.getresponse().read())["data"][0]["id"]
+    print(f"model {model}, {args.requests_per_level} requests per level, prompt {args.prompt_words} words, "
+          f"{args.max_tokens} output tokens\n")
+    print("| concurrency | requests | TTFT mean ms | TTFT p50 | TTFT p99 | TPOT mean ms | TPOT p99 | output tok/s |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for c in (int(x) for x in args.concurrency.split(",")):
+        print(level(args, model, c), flush=True)
+
+
+if __name__ == "__main__":
+    main()
