@@ -8,6 +8,7 @@
 #include "server/handlers.h"
 #include "server/logprobs_json.h"
 #include "server/sse.h"
+#include "server/stream_run.h"
 
 namespace mx::server {
 namespace {
@@ -112,8 +113,7 @@ std::string on_end(ChatRun& run, size_t i) {
 }
 
 void stream_response(ServerContext& ctx, std::shared_ptr<ChatRun> run, httplib::Response& res) {
-  auto provider = [&ctx, run](size_t, httplib::DataSink& sink) {
-    std::string out;
+  serve_stream(ctx, res, run, [&ctx, run](std::string& out) {
     if (!run->role_sent) {
       for (size_t i = 0; i < run->choices.size(); ++i)
         out += sse_data(chunk(*run, i, {{"role", "assistant"}, {"content", ""}}, nullptr).dump());
@@ -133,18 +133,7 @@ void stream_response(ServerContext& ctx, std::shared_ptr<ChatRun> run, httplib::
       out += "data: [DONE]\n\n";
       run->done = true;
     }
-    out += keep_alive(run->last_write, out.empty());
-    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-    if (run->done) sink.done();
-    return true;
-  };
-  auto release = [&ctx, run](bool) {
-    for (Choice& c : run->choices)
-      if (c.reason == FinishReason::None) end_early(c, FinishReason::Cancelled);
-    record_metrics(ctx, run->choices);
-  };
-  set_sse_headers(res);
-  res.set_chunked_content_provider("text/event-stream", provider, release);
+  });
 }
 
 void whole_response(ServerContext& ctx, ChatRun& run, httplib::Response& res) {

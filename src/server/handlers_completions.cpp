@@ -4,6 +4,7 @@
 #include "server/handlers.h"
 #include "server/logprobs_json.h"
 #include "server/sse.h"
+#include "server/stream_run.h"
 
 namespace mx::server {
 namespace {
@@ -93,8 +94,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> prompts_of(ServerConte
 }
 
 void stream_response(ServerContext& ctx, std::shared_ptr<CompletionRun> run, httplib::Response& res) {
-  auto provider = [&ctx, run](size_t, httplib::DataSink& sink) {
-    std::string out;
+  serve_stream(ctx, res, run, [&ctx, run](std::string& out) {
     poll_choices(
         run->choices, std::chrono::milliseconds(100),
         [&](size_t i, std::span<const int32_t> ids) {
@@ -129,18 +129,7 @@ void stream_response(ServerContext& ctx, std::shared_ptr<CompletionRun> run, htt
       out += "data: [DONE]\n\n";
       run->done = true;
     }
-    out += keep_alive(run->last_write, out.empty());
-    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-    if (run->done) sink.done();
-    return true;
-  };
-  auto release = [&ctx, run](bool) {
-    for (Choice& c : run->choices)
-      if (c.reason == FinishReason::None) end_early(c, FinishReason::Cancelled);
-    record_metrics(ctx, run->choices);
-  };
-  set_sse_headers(res);
-  res.set_chunked_content_provider("text/event-stream", provider, release);
+  });
 }
 
 }  // namespace

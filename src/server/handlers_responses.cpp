@@ -6,6 +6,7 @@
 #include "server/generation.h"
 #include "server/handlers.h"
 #include "server/sse.h"
+#include "server/stream_run.h"
 
 namespace mx::server {
 namespace {
@@ -254,8 +255,7 @@ std::string final_status(const ResponseRun& run) {
 }
 
 void stream_response(ServerContext& ctx, std::shared_ptr<ResponseRun> run, httplib::Response& res) {
-  auto provider = [&ctx, run](size_t, httplib::DataSink& sink) {
-    std::string out;
+  serve_stream(ctx, res, run, [&ctx, run](std::string& out) {
     if (!run->started) {
       out += run->builder.event("response.created", {{"response", response_json(ctx, *run, "in_progress")}});
       out += run->builder.event("response.in_progress", {{"response", response_json(ctx, *run, "in_progress")}});
@@ -278,18 +278,7 @@ void stream_response(ServerContext& ctx, std::shared_ptr<ResponseRun> run, httpl
       record_metrics(ctx, run->choices);
       run->done = true;
     }
-    out += keep_alive(run->last_write, out.empty());
-    if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-    if (run->done) sink.done();
-    return true;
-  };
-  auto release = [&ctx, run](bool) {
-    for (Choice& c : run->choices)
-      if (c.reason == FinishReason::None) end_early(c, FinishReason::Cancelled);
-    record_metrics(ctx, run->choices);
-  };
-  set_sse_headers(res);
-  res.set_chunked_content_provider("text/event-stream", provider, release);
+  });
 }
 
 }  // namespace
