@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "core/status.h"
 
 namespace mx::cli {
@@ -16,7 +19,9 @@ void register_tokenize(CLI::App& app);
 void register_harmony(CLI::App& app);
 void register_serve(CLI::App& app);
 // Rewrites llama-server's "-np" to "--parallel" (CLI11 takes one-letter short names only).
-void expand_aliases(int argc, char** argv);
+// Rewrites the command line before parsing: `-np` -> `--parallel`, and the flags of a
+// `serve --config FILE.yaml` inserted after `serve` (so that explicit flags win).
+Result<std::vector<std::string>> expand_args(std::vector<std::string> args);
 
 // Logs the error and throws CLI::RuntimeError(1) when st is not ok.
 void exit_on_error(const Status& st);

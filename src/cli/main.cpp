@@ -1,4 +1,5 @@
 // Entry point of the `mxserve` binary: builds the subcommand tree and turns errors into exit codes.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -25,9 +26,14 @@ int main(int argc, char** argv) {
   mx::cli::register_tokenize(app);
   mx::cli::register_harmony(app);
   mx::cli::register_serve(app);
-  mx::cli::expand_aliases(argc, argv);
+  auto args = mx::cli::expand_args(std::vector<std::string>(argv + 1, argv + argc));
+  if (!args.ok()) {
+    mx::log_error("{}", args.status().message());
+    return 2;
+  }
+  std::reverse(args->begin(), args->end());  // CLI11 takes a vector in reverse order
   try {
-    app.parse(argc, argv);
+    app.parse(*args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

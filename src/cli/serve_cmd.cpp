@@ -3,7 +3,9 @@
 // cache from --gpu-memory-utilization, starts the engine and serves until SIGINT/SIGTERM.
 #include <atomic>
 #include <csignal>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "cli/backend.h"
@@ -21,7 +23,7 @@ std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop = true; }
 
 struct ServeFlags {
-  std::string model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
+  std::string config, model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   double gpu_memory_utilization = 0.9;
@@ -109,15 +111,49 @@ Status serve(ServeFlags f) {
 
 }  // namespace
 
-void expand_aliases(int argc, char** argv) {
-  static char parallel[] = "--parallel";
-  for (int i = 1; i < argc; ++i)
-    if (std::string_view(argv[i]) == "-np") argv[i] = parallel;
+Result<std::vector<std::string>> expand_args(std::vector<std::string> args) {
+  for (auto& a : args)
+    if (a == "-np") a = "--parallel";  // CLI11 takes one-letter short flags only
+  auto it = std::find(args.begin(), args.end(), "--config");
+  if (it == args.end() || it + 1 == args.end()) return args;
+  const std::string path = *(it + 1);
+  std::ifstream in(path);
+  MX_CHECK(in.good(), "--config: cannot open {}", path);
+  std::vector<std::string> from_file;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const auto colon = line.find(':');
+    MX_CHECK(colon != std::string::npos, "{}:{}: expected `name: value`", path, n);
+    auto trim = [](std::string x) {
+      x.erase(0, x.find_first_not_of(" \t\r\"'"));
+      x.erase(x.find_last_not_of(" \t\r\"'") + 1);
+      return x;
+    };
+    std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+    std::replace(key.begin(), key.end(), '_', '-');  // max_model_len and max-model-len both work
+    if (value == "true" || value == "false") {
+      if (value == "true") from_file.push_back("--" + key);
+      continue;
+    }
+    from_file.push_back("--" + key);
+    from_file.push_back(value);
+  }
+  // After the subcommand and before the user's own flags, so that those win.
+  auto sub = std::find(args.begin(), args.end(), "serve");
+  args.insert(sub == args.end() ? args.end() : sub + 1, from_file.begin(), from_file.end());
+  return args;
 }
 
 void register_serve(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching)");
+  // Read by expand_args before parsing; declared here for --help and so that it parses.
+  cmd->add_option("--config", f->config,
+                  "YAML file of flags, one `name: value` per line (vLLM style: `max-model-len: 32768`); "
+                  "flags on the command line win");
   cmd->add_option("model", f->model, "Model folder or Hugging Face repo id; default: the bundled demo model");
   cmd->add_option("-m,--model", f->model, "Same as the positional MODEL (llama-server style)");
   cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to use; default: the model folder's (synthetic models have none)");
