@@ -8,15 +8,6 @@ namespace mx::harmony {
 
 namespace {
 
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
-
 Status render_header(const Message& m, Rendered& out) {
   if (m.author.role == Role::Tool) {
     MX_CHECK(m.author.name.has_value() && !m.author.name->empty(), "a tool message needs an author name");
@@ -65,17 +56,17 @@ std::string system_body(const SystemContent& c, FunctionTools function_tools) {
   if (c.model_identity) intro.push_back(*c.model_identity);
   if (c.knowledge_cutoff) intro.push_back("Knowledge cutoff: " + *c.knowledge_cutoff);
   if (c.conversation_start_date) intro.push_back("Current date: " + *c.conversation_start_date);
-  if (!intro.empty()) sections.push_back(join(intro, "\n"));
+  if (!intro.empty()) sections.push_back(fmt::format("{}", fmt::join(intro, "\n")));
   if (c.reasoning_effort) sections.push_back(fmt::format("Reasoning: {}", effort_name(*c.reasoning_effort)));
   if (!c.tools.empty()) sections.push_back(tools_section(c.tools));
   if (c.channel_config && !c.channel_config->valid_channels.empty()) {
-    std::string s = "# Valid channels: " + join(c.channel_config->valid_channels, ", ") + ".";
+    std::string s = "# Valid channels: " + fmt::format("{}", fmt::join(c.channel_config->valid_channels, ", ")) + ".";
     if (c.channel_config->channel_required) s += " Channel must be included for every message.";
     if (function_tools == FunctionTools::Present)
       s += "\nCalls to these tools must go to the commentary channel: 'functions'.";
     sections.push_back(std::move(s));
   }
-  return join(sections, "\n\n");
+  return fmt::format("{}", fmt::join(sections, "\n\n"));
 }
 
 std::string developer_body(const DeveloperContent& c) {
@@ -85,7 +76,7 @@ std::string developer_body(const DeveloperContent& c) {
     sections.push_back(*c.instructions);
   }
   if (!c.tools.empty()) sections.push_back(tools_section(c.tools));
-  return join(sections, "\n\n");
+  return fmt::format("{}", fmt::join(sections, "\n\n"));
 }
 
 Result<Rendered> render_message(const Message& message, const MessageOptions& options) {

@@ -27,15 +27,6 @@ std::vector<std::string> lines_of(std::string_view s) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
-
 const ojson* field(const ojson& j, const char* key) {
   if (!j.is_object()) return nullptr;
   auto it = j.find(key);
@@ -80,7 +71,7 @@ std::string one_of_variants(const ojson& variants, const std::string& indent) {
     std::vector<std::string> comments;
     if (auto d = string_field(v, "description")) comments.push_back(*d);
     if (const ojson* def = field(v, "default")) comments.push_back(default_text(v, *def));
-    if (!comments.empty()) out += " // " + join(comments, " ");
+    if (!comments.empty()) out += " // " + fmt::format("{}", fmt::join(comments, " "));
     out += "\n";
   }
   return out;
@@ -134,7 +125,7 @@ std::string scalar_type(const std::string& type, const ojson& schema, const std:
     if (is_enum(schema))
       for (const ojson& v : schema["enum"])
         if (v.is_string()) values.push_back(fmt::format("\"{}\"", v.get<std::string>()));
-    return values.empty() ? "string" : join(values, " | ");
+    return values.empty() ? "string" : fmt::format("{}", fmt::join(values, " | "));
   }
   if (type == "number" || type == "integer") return "number";
   if (type == "boolean") return "boolean";
@@ -164,7 +155,7 @@ std::string namespace_section(const ToolNamespace& ns) {
     }
     lines.push_back("} // namespace " + ns.name);
   }
-  return join(lines, "\n");
+  return fmt::format("{}", fmt::join(lines, "\n"));
 }
 
 }  // namespace
@@ -181,7 +172,7 @@ std::string schema_to_typescript(const ojson& schema, const std::string& indent)
     std::vector<std::string> types;
     for (const ojson& t : *type)
       if (t.is_string()) types.push_back(t.get<std::string>() == "integer" ? "number" : t.get<std::string>());
-    if (!types.empty()) return join(types, " | ");
+    if (!types.empty()) return fmt::format("{}", fmt::join(types, " | "));
   }
   if (type && type->is_string()) return scalar_type(type->get<std::string>(), schema, indent);
   return "any";
@@ -193,7 +184,7 @@ std::string tools_section(std::span<const ToolNamespace> namespaces) {
   std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
   std::vector<std::string> sections = {"# Tools"};
   for (const ToolNamespace* ns : sorted) sections.push_back(namespace_section(*ns));
-  return join(sections, "\n\n");
+  return fmt::format("{}", fmt::join(sections, "\n\n"));
 }
 
 }  // namespace mx::harmony
