@@ -1,5 +1,5 @@
 // Device-side helpers shared by the kernels (.cu files): BF16 unpacking, warp reductions and the
-// MXFP4 decode in registers. No fmt/Status here: the .cu files are compiled by nvcc, whose host
+// PDL helpers. No fmt/Status here: the .cu files are compiled by nvcc, whose host
 // pass rejects fmt; launchers that check contracts and return Status live in the launch_*.cpp.
 #pragma once
 
@@ -40,31 +40,6 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4& v, float* f) {
     f[2 * i] = bf16_lo(w[i]);
     f[2 * i + 1] = bf16_hi(w[i]);
   }
-}
-
-// MXFP4: four packed bytes (elements 8 consecutive, low nibble first) -> eight values times
-// 2^-14, exactly: each E2M1 nibble s.e1e0.m is moved into an FP16 at bits 15 and 11..9, where it
-// reads as value * 2^-14 (E2M1's subnormal 0.5 becomes an FP16 subnormal). Output order is
-// (e0, e2, e4, e6) in lo[], (e1, e3, e5, e7) in hi[]. The caller multiplies by 2^(scale-127+14).
-__device__ __forceinline__ void decode_fp4x8(uint32_t q, float2* lo, float2* hi) {
-  const uint32_t w01 = __byte_perm(q, 0u, 0x4140);  // bytes b0, b1 in the two 16-bit halves
-  const uint32_t w23 = __byte_perm(q, 0u, 0x4342);
-  const uint32_t ws[2] = {w01, w23};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const uint32_t w = ws[i];
-    const uint32_t l = ((w << 12) & 0x80008000u) | ((w << 9) & 0x0e000e00u);  // low nibbles
-    const uint32_t h = ((w << 8) & 0x80008000u) | ((w << 5) & 0x0e000e00u);   // high nibbles
-    lo[i] = __half22float2(*reinterpret_cast<const __half2*>(&l));
-    hi[i] = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  }
-}
-
-// 2^(e - 127 + 14) for an E8M0 scale byte (undoes decode_fp4x8's 2^-14); e >= 241 gives inf
-// like the reference's ldexp overflow.
-__device__ __forceinline__ float e8m0_scale_fp16domain(uint32_t e) {
-  const uint32_t x = e + 14;  // biased FP32 exponent of 2^(e-127+14)
-  return x >= 255 ? __uint_as_float(0x7f800000u) : __uint_as_float(x << 23);
 }
 
 // Programmatic dependent launch (sm_90+; no-ops elsewhere and when the kernel was launched without

@@ -106,14 +106,17 @@ struct MoeParams {
   const uint8_t* dn_blocks;  // (E, D, F/32, 16)
   const uint8_t* dn_scales;  // (E, D, F/32)
   const void* dn_bias;       // (E, D) bf16
-  float* act;                // (T, K, F) f32 scratch: SwiGLU output
+  void* act;                 // (T, K, F) f16 scratch: SwiGLU output * act_scale, in staged order
   void* residual;            // (T, D) bf16, += in place
   int64_t T;
   int D, F, E, K;
   float limit, alpha;
+  float act_scale;  // power of two keeping |act| below 2^15: moe_gemv_act_scale(limit, alpha)
+  int sms;          // multiprocessors of the device (sizes the work per warp)
 };
 cudaError_t run_bf16_mxfp4w_moe_gemv(const MoeParams& p, cudaStream_t s);
 size_t moe_gemv_smem_bytes(int D, int F, int K);  // dynamic shared memory of the larger kernel
+float moe_gemv_act_scale(float limit, float alpha);  // needs limit >= 0 finite, alpha > 0
 
 }  // namespace mx::cuda::kern
 

@@ -1,5 +1,7 @@
 // Launchers of the MoE CUDA ops: router_topk and moe (the MXFP4 expert GEMVs, used for any T
 // until the grouped GEMM exists); each checks its kernel's contract first.
+#include <cmath>
+
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
@@ -38,16 +40,21 @@ Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
   const size_t smem = kern::moe_gemv_smem_bytes(D, F, K);
   MX_CHECK(smem <= max_smem_per_block(), "bf16_mxfp4w_moe_gemv: needs {} bytes of shared memory, device has {}",
            smem, max_smem_per_block());
+  MX_CHECK(std::isfinite(a.swiglu_limit) && a.swiglu_limit >= 0.0f && a.swiglu_alpha > 0.0f,
+           "bf16_mxfp4w_moe_gemv: needs a finite swiglu_limit >= 0 and alpha > 0 (limit={} alpha={})",
+           a.swiglu_limit, a.swiglu_alpha);
   if (T == 0) return ok_status();
   void* act;
-  MX_ASSIGN(act, workspace(size_t(T) * K * F * sizeof(float)));
+  MX_ASSIGN(act, workspace(size_t(T) * K * F * 2));
   const kern::MoeParams p{.x = a.x.data, .ids = a.ids.ptr<const int32_t>(), .weights = a.weights.ptr<const float>(),
                           .gu_blocks = a.w.gate_up_blocks.ptr<const uint8_t>(),
                           .gu_scales = a.w.gate_up_scales.ptr<const uint8_t>(), .gu_bias = a.w.gate_up_bias.data,
                           .dn_blocks = a.w.down_blocks.ptr<const uint8_t>(),
                           .dn_scales = a.w.down_scales.ptr<const uint8_t>(), .dn_bias = a.w.down_bias.data,
-                          .act = static_cast<float*>(act), .residual = a.residual.data, .T = T, .D = D, .F = F, .E = E,
-                          .K = K, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha};
+                          .act = act, .residual = a.residual.data, .T = T, .D = D, .F = F, .E = E,
+                          .K = K, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha,
+                          .act_scale = kern::moe_gemv_act_scale(a.swiglu_limit, a.swiglu_alpha),
+                          .sms = sm_count()};
   return kernel_status("bf16_mxfp4w_moe_gemv", kern::run_bf16_mxfp4w_moe_gemv(p, stream()));
 }
 
