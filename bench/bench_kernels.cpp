@@ -172,7 +172,7 @@ double time_attention_chunk(int T, int depth, int window, Status (*fn)(const ops
   const int64_t blocks = (depth + T + B - 1) / B, width = (H + 2 * Hkv) * Dh;
   const ops::KvLayer cache{.k = random_tensor(DType::BF16, {blocks, B, Hkv, Dh}, 70),
                            .v = random_tensor(DType::BF16, {blocks, B, Hkv, Dh}, 71)};
-  std::vector<int32_t> table(size_t(blocks)), pos(size_t(T)), seq(size_t(T), 0);
+  std::vector<int32_t> table(static_cast<size_t>(blocks)), pos(static_cast<size_t>(T)), seq(static_cast<size_t>(T), 0);
   for (int64_t i = 0; i < blocks; ++i) table[size_t(i)] = int32_t(i);
   for (int i = 0; i < T; ++i) pos[size_t(i)] = depth + i;
   Tensor tbl = random_tensor(DType::I32, {1, blocks}, 72), p = random_tensor(DType::I32, {T}, 73),
