@@ -16,6 +16,8 @@ constexpr int kRows = kPrefillRows;   // (token, q head) rows per block
 constexpr int kWarps = 4;             // 32 rows each: two m16 tiles
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 64;             // keys per shared-memory tile
+constexpr int kStages = 4;            // K/V tiles in flight (cp.async ring): 64 KB of shared memory
+constexpr int kLoadsPerThread = kKeys * 8 / kThreads;  // 16-byte chunks of K (and of V) per thread
 constexpr int kTileThreads = 1024;    // the tile-list kernel
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kRows == kWarps * 32 && kDh == 64 && kKeys == 64, "fragment loops below assume these shapes");
@@ -92,19 +94,30 @@ __global__ void __launch_bounds__(kTileThreads) bf16_attention_prefill_tiles(Att
   if (threadIdx.x == 0) *p.num_tiles = total;
 }
 
+// The physical cache blocks of this thread's keys of the tile at k0 (key threadIdx/8 + 16i), read
+// one iteration before load_kv_tile needs them so that the table's latency is off the critical path.
+__device__ __forceinline__ void fetch_blocks(const int32_t* table, int B, int k0, int lo, int hi,
+                                             int (&blk)[kLoadsPerThread]) {
+#pragma unroll
+  for (int i = 0; i < kLoadsPerThread; ++i) {
+    const int j = k0 + int(threadIdx.x) / 8 + i * (kThreads / 8);
+    blk[i] = j >= lo && j <= hi ? table[j / B] : 0;
+  }
+}
+
 // Keys k0..k0+63 of kv head g into shared memory (cp.async); keys outside lo..hi are zero-filled
 // (never read from the cache: past the sequence's blocks the table holds no valid block).
-__device__ __forceinline__ void load_kv_tile(const AttentionPrefillParams& p, const int32_t* table, int g, int k0,
-                                             int lo, int hi, uint4* ks, uint4* vs) {
+__device__ __forceinline__ void load_kv_tile(const AttentionPrefillParams& p, const int (&blk)[kLoadsPerThread], int g,
+                                             int k0, int lo, int hi, uint4* ks, uint4* vs) {
   const int chunk = threadIdx.x % 8, B = int(p.block_size);
   const uint4* kc = static_cast<const uint4*>(p.k_cache);
   const uint4* vc = static_cast<const uint4*>(p.v_cache);
 #pragma unroll
-  for (int i = 0; i < kKeys * 8 / kThreads; ++i) {
+  for (int i = 0; i < kLoadsPerThread; ++i) {
     const int key = threadIdx.x / 8 + i * (kThreads / 8), j = k0 + key;
     const bool ok = j >= lo && j <= hi;
     int64_t off = chunk;
-    if (ok) off += ((int64_t(table[j / B]) * B + j % B) * p.Hkv + g) * (kDh / 8);
+    if (ok) off += ((int64_t(blk[i]) * B + j % B) * p.Hkv + g) * (kDh / 8);
     dev::cp_async16(ks + swz(key, chunk), kc + off, ok);
     dev::cp_async16(vs + swz(key, chunk), vc + off, ok);
   }
@@ -130,14 +143,17 @@ __device__ __forceinline__ void qk_scores(const uint32_t (&qf)[2][4][4], const u
   }
 }
 
-// Online softmax step for the thread's 4 rows (r = 2·m tile + half; log2 units): scales s, masks
-// keys outside each row's lo..hi when `mask`, rescales l and o by 2^(m_old - m_new), s -> p.
-__device__ __forceinline__ void online_softmax(Frag& s, Frag& o, float (&m)[4], float (&l)[4], const int (&lo)[4],
-                                               const int (&hi)[4], int k0, float scale_log2, bool mask) {
-  const int c = threadIdx.x % 4;
+// Online softmax step for the thread's 4 rows (r = 2·m tile + half, block row base + 8r; m, l in
+// log2 units): when `mask`, masks keys outside each row's row_lo..row_hi (shared memory); rescales
+// l and o by 2^(m_old - m_new); s -> p = 2^(s·scale_log2 - m_new) (one FFMA + ex2 per score; the
+// max is taken on raw scores, scale > 0).
+__device__ __forceinline__ void online_softmax(Frag& s, Frag& o, float (&m)[4], float (&l)[4], const int* row_lo,
+                                               const int* row_hi, int k0, float scale_log2, bool mask) {
+  const int c = threadIdx.x % 4, base = threadIdx.x / 32 * 32 + threadIdx.x % 32 / 4;
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const int mt = r / 2, h = r % 2;
+    const int lo = mask ? row_lo[base + 8 * r] : INT_MIN, hi = mask ? row_hi[base + 8 * r] : INT_MAX;
     float mx = -INFINITY;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
@@ -145,12 +161,12 @@ __device__ __forceinline__ void online_softmax(Frag& s, Frag& o, float (&m)[4], 
       for (int e = 0; e < 2; ++e) {
         float& x = s[mt][n][2 * h + e];
         const int j = k0 + 8 * n + 2 * c + e;
-        x = mask && (j < lo[r] || j > hi[r]) ? -INFINITY : x * scale_log2;
+        if (j < lo || j > hi) x = -INFINITY;
         mx = fmaxf(mx, x);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[r], mx), alpha = fast_exp2(m[r] - m_new);  // m starts at the sink: finite
+    const float m_new = fmaxf(m[r], mx * scale_log2), alpha = fast_exp2(m[r] - m_new);  // m starts at the sink
     m[r] = m_new;
     float sum = 0.0f;
 #pragma unroll
@@ -158,7 +174,7 @@ __device__ __forceinline__ void online_softmax(Frag& s, Frag& o, float (&m)[4], 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[mt][n][2 * h + e];
-        x = fast_exp2(x - m_new);
+        x = fast_exp2(fmaf(x, scale_log2, -m_new));
         sum += x;
         o[mt][n][2 * h + e] *= alpha;
       }
@@ -193,13 +209,13 @@ __device__ __forceinline__ void pv_accumulate(const Frag& s, const uint4* vs, Fr
   }
 }
 
-// The thread's 4 rows r of a block: row = warp·32 + 16·(r/2) + 8·(r%2) + lane/4 is (tile token
+// The thread's 4 rows r of a block: row = warp·32 + lane/4 + 8r (m tile r/2, half r%2) is (tile token
 // row / G, q head g·G + row % G); padding rows past the tile's tokens have token -1.
 struct Row {
   int token, head;
 };
 __device__ __forceinline__ Row tile_row(int r, int2 tile, int g, int G) {
-  const int row = threadIdx.x / 32 * 32 + threadIdx.x % 32 / 4 + 16 * (r / 2) + 8 * (r % 2), ti = row / G;
+  const int row = threadIdx.x / 32 * 32 + threadIdx.x % 32 / 4 + 8 * r, ti = row / G;
   return {ti < tile.y ? tile.x + ti : -1, g * G + row % G};
 }
 
@@ -249,25 +265,26 @@ __device__ __forceinline__ void store_out(const AttentionPrefillParams& p, int2 
   }
 }
 
-using KvStages = uint4[2][kKeys * 8];  // double-buffered K or V tile
+using KvStages = uint4[kStages][kKeys * 8];  // the ring of K (or V) tiles
 
-// One (query tile, kv head): loops over the key tiles that any of its rows can see, loading the
-// next one (cp.async) while the current one is multiplied.
+// One (query tile, kv head): loops over the key tiles that any of its rows can see, kStages - 1
+// tiles loading (cp.async) while the current one is multiplied.
 __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int2 tile, KvStages& ks, KvStages& vs) {
-  __shared__ int range_lo[kWarps], range_hi[kWarps];
+  __shared__ int range_lo[kWarps], range_hi[kWarps], row_lo[kRows], row_hi[kRows];
   const int g = blockIdx.y, G = p.H / p.Hkv, warp = threadIdx.x / 32;
-  // Per row: visible keys rlo..rhi and the running max m (starting at the sink) and sum l. Per
-  // warp: keys any row sees (w_lo..w_hi), keys all valid rows see (w_lo_all..w_hi_all).
-  int rlo[4], rhi[4];
+  // Per row: visible keys row_lo..row_hi (shared) and the running max m (starting at the sink) and
+  // sum l. Per warp: keys any row sees (w_lo..w_hi), keys all valid rows see (w_lo_all..w_hi_all).
   float m[4], l[4] = {};
   int w_lo = INT_MAX, w_hi = INT_MIN, w_lo_all = INT_MIN, w_hi_all = INT_MAX;
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const Row w = tile_row(r, tile, g, G);
-    row_keys(p, w, rlo[r], rhi[r]);
+    int rlo, rhi;
+    row_keys(p, w, rlo, rhi);
+    if (threadIdx.x % 4 == 0) row_lo[warp * 32 + threadIdx.x % 32 / 4 + 8 * r] = rlo, row_hi[warp * 32 + threadIdx.x % 32 / 4 + 8 * r] = rhi;
     m[r] = row_sink(p, w);
-    w_lo = min(w_lo, rlo[r]), w_hi = max(w_hi, rhi[r]);
-    if (w.token >= 0) w_lo_all = max(w_lo_all, rlo[r]), w_hi_all = min(w_hi_all, rhi[r]);
+    w_lo = min(w_lo, rlo), w_hi = max(w_hi, rhi);
+    if (w.token >= 0) w_lo_all = max(w_lo_all, rlo), w_hi_all = min(w_hi_all, rhi);
   }
 #pragma unroll
   for (int o = 4; o < 32; o <<= 1) {
@@ -286,23 +303,31 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
   Frag o = {};
   const int32_t* table = p.block_tables + int64_t(p.seq_index[tile.x]) * p.max_blocks;
   const float scale_log2 = p.scale * kLog2e;
-  const int first = lo / kKeys, last = hi / kKeys;
-  load_kv_tile(p, table, g, first * kKeys, lo, hi, ks[0], vs[0]);
-  dev::cp_async_commit();
-  for (int kt = first; kt <= last; ++kt) {
-    const int stage = (kt - first) & 1, k0 = kt * kKeys;
-    if (kt < last) load_kv_tile(p, table, g, k0 + kKeys, lo, hi, ks[stage ^ 1], vs[stage ^ 1]);
+  const int first = lo / kKeys, last = hi / kKeys, B = int(p.block_size);
+  int blk[kLoadsPerThread];
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {  // one commit group per tile, empty past the last
+    fetch_blocks(table, B, (first + s) * kKeys, lo, hi, blk);
+    if (first + s <= last) load_kv_tile(p, blk, g, (first + s) * kKeys, lo, hi, ks[s], vs[s]);
     dev::cp_async_commit();
-    dev::cp_async_wait<1>();
-    __syncthreads();
+  }
+  fetch_blocks(table, B, (first + kStages - 1) * kKeys, lo, hi, blk);
+  for (int kt = first; kt <= last; ++kt) {
+    const int stage = (kt - first) % kStages, k0 = kt * kKeys;
+    dev::cp_async_wait<kStages - 2>();  // tile kt has landed (for this thread) ...
+    __syncthreads();                    // ... for all threads; the stage read at kt - 1 is free
+    const int ahead = kt + kStages - 1;
+    if (ahead <= last) load_kv_tile(p, blk, g, ahead * kKeys, lo, hi, ks[(stage + kStages - 1) % kStages],
+                                    vs[(stage + kStages - 1) % kStages]);
+    dev::cp_async_commit();
+    fetch_blocks(table, B, (ahead + 1) * kKeys, lo, hi, blk);
     if (w_lo <= k0 + kKeys - 1 && w_hi >= k0) {  // the warp skips key tiles none of its rows sees
       Frag s;
       qk_scores(qf, ks[stage], s);
       const bool all_see = w_lo_all <= k0 && w_hi_all >= k0 + kKeys - 1;
-      online_softmax(s, o, m, l, rlo, rhi, k0, scale_log2, !all_see);
+      online_softmax(s, o, m, l, row_lo, row_hi, k0, scale_log2, !all_see);
       pv_accumulate(s, vs[stage], o);
     }
-    __syncthreads();
   }
   store_out(p, tile, g, G, o, m, l);
 }
@@ -310,23 +335,29 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
 // Grid (grid_tiles, Hkv); block x takes tiles x, x + grid_tiles, ... counted from the last one, so
 // the latest (most keys, for causal prefill) start first.
 __global__ void __launch_bounds__(kThreads, 2) bf16_attention_prefill(AttentionPrefillParams p) {
-  __shared__ __align__(128) KvStages ks, vs;
+  extern __shared__ __align__(128) uint4 smem[];
+  KvStages& ks = *reinterpret_cast<KvStages*>(smem);
+  KvStages& vs = *reinterpret_cast<KvStages*>(smem + kStages * kKeys * 8);
   const int n_tiles = *p.num_tiles;
   for (int i = blockIdx.x; i < n_tiles; i += gridDim.x) {
     attend_tile(p, p.tiles[n_tiles - 1 - i], ks, vs);
-    __syncthreads();
+    __syncthreads();  // the next tile's first loads overwrite stages still being read
   }
 }
 
 }  // namespace
 
 int attention_prefill_tile_tokens(int H, int Hkv) { return kRows / (H / Hkv); }
+size_t attention_prefill_smem_bytes() { return size_t(2) * kStages * kKeys * 8 * sizeof(uint4); }
 
 cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
+  const int smem = int(attention_prefill_smem_bytes());
+  cudaError_t e = cudaFuncSetAttribute(bf16_attention_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
   bf16_attention_prefill_tiles<<<1, kTileThreads, 0, s>>>(p, attention_prefill_tile_tokens(p.H, p.Hkv));
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  bf16_attention_prefill<<<dim3(unsigned(p.grid_tiles), unsigned(p.Hkv)), kThreads, 0, s>>>(p);
+  if (e = cudaGetLastError(); e != cudaSuccess) return e;
+  bf16_attention_prefill<<<dim3(unsigned(p.grid_tiles), unsigned(p.Hkv)), kThreads, smem, s>>>(p);
   return cudaGetLastError();
 }
 

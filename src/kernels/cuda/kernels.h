@@ -102,6 +102,7 @@ struct AttentionPrefillParams {
   float scale;
 };
 int attention_prefill_tile_tokens(int H, int Hkv);  // tokens per query tile: kPrefillRows / (H/Hkv)
+size_t attention_prefill_smem_bytes();              // dynamic shared memory (opt-in above 48 KB)
 cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s);
 
 // bf16_router_topk.cu: one warp per token, E <= kTopkMaxExperts, K <= kTopkMaxK.

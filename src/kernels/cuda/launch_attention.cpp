@@ -73,15 +73,17 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
 bool prefill_contract(const ops::AttentionArgs& a) {
   return a.head_dim == kern::kAttnHeadDim && a.n_heads / a.n_kv_heads <= kern::kPrefillRows &&
          a.qkv.dim(0) < (int64_t(1) << 31) && aligned16(a.qkv.data) && aligned16(a.cache.k.data) &&
-         aligned16(a.cache.v.data) && aligned16(a.out.data);
+         aligned16(a.cache.v.data) && aligned16(a.out.data) &&
+         kern::attention_prefill_smem_bytes() <= max_smem_per_block();
 }
 
 Status launch_bf16_attention_prefill(const ops::AttentionArgs& a) {
   MX_TRY(check_cache_layout("bf16_attention_prefill", a.cache, a.batch));
   MX_CHECK(prefill_contract(a),
-           "bf16_attention_prefill: needs head_dim {} (got {}), H/Hkv <= {} (got {}), T < 2^31 and 16-byte aligned "
-           "qkv, cache and out",
-           kern::kAttnHeadDim, a.head_dim, kern::kPrefillRows, a.n_heads / a.n_kv_heads);
+           "bf16_attention_prefill: needs head_dim {} (got {}), H/Hkv <= {} (got {}), T < 2^31, 16-byte aligned "
+           "qkv, cache and out, {} bytes of shared memory per block (device: {})",
+           kern::kAttnHeadDim, a.head_dim, kern::kPrefillRows, a.n_heads / a.n_kv_heads,
+           kern::attention_prefill_smem_bytes(), max_smem_per_block());
   const int64_t T = a.qkv.dim(0);
   if (T == 0) return ok_status();
   // Tiles: at most one per tile_tokens tokens plus one per sequence change; with S sequences of
