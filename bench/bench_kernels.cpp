@@ -207,7 +207,7 @@ void bench_attention_prefill() {
   const double us = time_attention_chunk(2048, 0, 0, cuda::attention_decode, 3);
   std::printf("| decode kernel T=2048 d0 full | %9.1f | %7.2f | %6.1f |\n", us, attention_flops(2048, 0, 0) / 1e9,
               attention_flops(2048, 0, 0) / us / 1e6);
-  // kAttentionPrefillMinTokens (dispatch.cpp): both kernels at small T on a 4096-token prefix.
+  // kAttentionPrefillMinTokensPerSeq (dispatch.cpp): both kernels at small T on a 4096-token prefix.
   std::printf("\n| T at depth 4096 (full / window 128) | decode us | prefill us | decode us (w) | prefill us (w) |\n"
               "|---|---|---|---|---|\n");
   for (int T : {2, 4, 8, 12, 16, 24, 32, 64}) {

@@ -42,8 +42,10 @@ constexpr int64_t kMoeGroupedMinTokens = 56;
 // shared by all of them, tensor cores) instead of the split-K decode kernel (each token re-reads
 // its keys; splits the key range when T is small). A decode batch (one token per sequence) stays
 // on the decode kernel. Measured with bench_kernels on the H100 (docs/PERFORMANCE.md, "Attention
-// prefill"): PLACEHOLDER.
-constexpr int64_t kAttentionPrefillMinTokensPerSeq = 16;
+// prefill"), one sequence on a 4096-token prefix: decode 132 us at T=32 and 257 us at T=64, prefill
+// ~182 us for any T <= 64 (8 blocks); window 128: decode 11.3 / 18.3 us, prefill 16.4 / 16.5 us.
+// They cross near T=48.
+constexpr int64_t kAttentionPrefillMinTokensPerSeq = 48;
 
 // Activation dtype of each backend.
 DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
