@@ -1,8 +1,10 @@
 // bench_kernels: times the batch-1 decode kernels (MoE MXFP4 GEMV, dense GEMV, attention decode)
 // as CUDA-graph replays over weights rotated past L2, and prints achieved GB/s against the
-// device-to-device copy bandwidth measured first. Usage: bench_kernels (no arguments).
+// device-to-device copy bandwidth measured first; then the prefill attention kernel (TFLOP/s) and
+// both attention kernels at small T (the dispatch threshold). Usage: bench_kernels (no arguments).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <vector>
@@ -163,6 +165,59 @@ void bench_attention(int depth) {
   report(name, us, double(depth + 1) * Hkv * Dh * 2 * 2);
 }
 
+// gpt-oss attention (64 q / 8 kv heads, Dh 64) of one sequence's tokens depth..depth+T-1 over a
+// cache holding them, by one CUDA entry point; returns microseconds per call.
+double time_attention_chunk(int T, int depth, int window, Status (*fn)(const ops::AttentionArgs&), int reps) {
+  const int H = 64, Hkv = 8, Dh = 64, B = 16;
+  const int64_t blocks = (depth + T + B - 1) / B, width = (H + 2 * Hkv) * Dh;
+  const ops::KvLayer cache{.k = random_tensor(DType::BF16, {blocks, B, Hkv, Dh}, 70),
+                           .v = random_tensor(DType::BF16, {blocks, B, Hkv, Dh}, 71)};
+  std::vector<int32_t> table(static_cast<size_t>(blocks)), pos(static_cast<size_t>(T)), seq(static_cast<size_t>(T), 0);
+  for (int64_t i = 0; i < blocks; ++i) table[size_t(i)] = int32_t(i);
+  for (int i = 0; i < T; ++i) pos[size_t(i)] = depth + i;
+  Tensor tbl = random_tensor(DType::I32, {1, blocks}, 72), p = random_tensor(DType::I32, {T}, 73),
+         s = random_tensor(DType::I32, {T}, 74);
+  must(ops::copy(tbl, Tensor(table.data(), DType::I32, {1, blocks})));
+  must(ops::copy(p, Tensor(pos.data(), DType::I32, {T})));
+  must(ops::copy(s, Tensor(seq.data(), DType::I32, {T})));
+  Tensor qkv = random_tensor(DType::BF16, {T, width}, 75), sinks = random_tensor(DType::BF16, {H}, 76);
+  Tensor out = random_tensor(DType::BF16, {T, H * Dh}, 77);
+  return time_graph(1, reps, [&](int) {
+    must(fn({.qkv = qkv, .sinks = sinks, .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh, .window = window,
+             .batch = {.positions = p, .seq_index = s, .block_tables = tbl}, .cache = cache, .out = out}));
+  });
+}
+
+// Useful FLOPs of that call: 4·H·Dh per (token, visible key), QK^T and PV.
+double attention_flops(int T, int depth, int window) {
+  double keys = 0;
+  for (int i = 0; i < T; ++i) keys += window > 0 ? std::min(window, depth + i + 1) : depth + i + 1;
+  return 4.0 * 64 * 64 * keys;
+}
+
+void bench_attention_prefill() {
+  std::printf("\n| attention, 64/8 heads, Dh 64 | us/call | GFLOP | TFLOP/s |\n|---|---|---|---|\n");
+  for (int depth : {0, 32768})
+    for (int window : {0, 128}) {
+      const double us = time_attention_chunk(2048, depth, window, cuda::attention_prefill, depth ? 5 : 20);
+      const double f = attention_flops(2048, depth, window);
+      std::printf("| prefill T=2048 d%d %s | %9.1f | %7.2f | %6.1f |\n", depth, window ? "window 128" : "full",
+                  us, f / 1e9, f / us / 1e6);
+    }
+  const double us = time_attention_chunk(2048, 0, 0, cuda::attention_decode, 3);
+  std::printf("| decode kernel T=2048 d0 full | %9.1f | %7.2f | %6.1f |\n", us, attention_flops(2048, 0, 0) / 1e9,
+              attention_flops(2048, 0, 0) / us / 1e6);
+  // kAttentionPrefillMinTokensPerSeq (dispatch.cpp): both kernels at small T on a 4096-token prefix.
+  std::printf("\n| T at depth 4096 (full / window 128) | decode us | prefill us | decode us (w) | prefill us (w) |\n"
+              "|---|---|---|---|---|\n");
+  for (int T : {2, 4, 8, 12, 16, 24, 32, 64}) {
+    double r[4];
+    for (int i = 0; i < 4; ++i)
+      r[i] = time_attention_chunk(T, 4096, i < 2 ? 0 : 128, i % 2 ? cuda::attention_prefill : cuda::attention_decode, 50);
+    std::printf("| T=%d | %8.1f | %8.1f | %8.1f | %8.1f |\n", T, r[0], r[1], r[2], r[3]);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -185,5 +240,6 @@ int main() {
     bench_linear(name, T, 5120, 2880, 8, DType::BF16);
   }
   for (int depth : {0, 4096, 32768}) bench_attention(depth);
+  bench_attention_prefill();
   return 0;
 }

@@ -37,6 +37,15 @@ constexpr int64_t kLinearGemvMaxTokens = 2;
 // tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md): GEMVs 783 us at T=32 and 1523 us
 // at T=64, grouped 1133 us and 1462 us; linear in between, they cross near T=59.
 constexpr int64_t kMoeGroupedMinTokens = 56;
+// Tokens per sequence of the call (T / block-table rows) from which attention runs the tiled
+// prefill kernel (one block per query tile of 16 tokens x 8 q heads of one sequence, each K/V tile
+// shared by all of them, tensor cores) instead of the split-K decode kernel (each token re-reads
+// its keys; splits the key range when T is small). A decode batch (one token per sequence) stays
+// on the decode kernel. Measured with bench_kernels on the H100 (docs/PERFORMANCE.md, "Attention
+// prefill"), one sequence on a 4096-token prefix: decode 132 us at T=32 and 257 us at T=64, prefill
+// ~182 us for any T <= 64 (8 blocks); window 128: decode 11.3 / 18.3 us, prefill 16.4 / 16.5 us.
+// They cross near T=48.
+constexpr int64_t kAttentionPrefillMinTokensPerSeq = 48;
 
 // Activation dtype of each backend.
 DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
@@ -197,7 +206,13 @@ Status attention(const AttentionArgs& a) {
   MX_TRY(same_dim("attention", "out width", a.out.dim(1), int64_t(a.n_heads) * a.head_dim));
   MX_CHECK(a.window >= 0, "attention: negative window {}", a.window);
   // KV bytes depend on the positions (device data): the caller adds them (see runtime/bench).
-  return route("attention", dev, a, cpu::attention, MX_CUDA_FN(attention), nbytes({&a.qkv, &a.out}));
+  const double bytes = nbytes({&a.qkv, &a.out});
+#ifdef MXSERVE_HAVE_CUDA
+  if (dev == Device::CUDA && a.qkv.dim(0) >= kAttentionPrefillMinTokensPerSeq * a.batch.block_tables.dim(0) &&
+      cuda::attention_prefill_supported(a))
+    return route("attention_prefill", dev, a, cpu::attention, MX_CUDA_FN(attention_prefill), bytes);
+#endif
+  return route("attention", dev, a, cpu::attention, MX_CUDA_FN(attention_decode), bytes);
 }
 
 Status router_topk(const RouterTopkArgs& a) {
@@ -278,7 +293,9 @@ std::vector<std::string> dispatch_summary(Device device) {
       fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else bf16_mxfp4w_moe_grouped "
                   "(device routing + grouped MXFP4 GEMM)",
                   kMoeGroupedMinTokens),
-      "attention: bf16_attention_decode (split over the KV length, sinks, 128-window) for every T",
+      fmt::format("attention: T >= {} x sequences and head_dim 64 -> bf16_attention_prefill (tiled, tensor "
+                  "cores), else bf16_attention_decode (split over the KV length); both with sinks and the window",
+                  kAttentionPrefillMinTokensPerSeq),
       "rmsnorm, qkv_rope_cache, router_topk, sample: one kernel each",
   };
 }

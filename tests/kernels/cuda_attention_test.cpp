@@ -1,70 +1,26 @@
-// CUDA qkv_rope_cache and attention (split-K decode kernel, also used for prefill chunks) against
-// the CPU reference over a shuffled paged cache: depths 0..32768, the 128 window, odd head groups.
+// CUDA qkv_rope_cache and the split-K decode attention kernel against the CPU reference over a
+// shuffled paged cache: depths 0..32768, the 128 window, odd head groups, a prefill chunk.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
-#include <numeric>
 
-#include "cuda_test_util.h"
+#include "cuda_attention_fixture.h"
+#ifdef MXSERVE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace mx::test {
 namespace {
 
-// bf16 output of an FP32 softmax-weighted sum: rounding gives NMSE ~1e-6; exp2f and the split
-// merge differ from the double-precision reference far below that. 1e-5 = 10x margin.
-constexpr double kAttentionNmse = 1e-5;
+// The split-K decode kernel (cuda::attention_decode) on every shape, whatever dispatch.cpp routes.
+#ifdef MXSERVE_HAVE_CUDA
+const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return cuda::attention_decode(a); };
+#else
+const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return ops::attention(a); };
+#endif
 
-struct Layout {
-  int H = 64, Hkv = 8, Dh = 64, B = 16;
-  int64_t width() const { return int64_t(H + 2 * Hkv) * Dh; }
-};
-
-// A paged cache with random contents, S sequences of max_blocks blocks each in shuffled
-// physical blocks, and a token batch (positions, seq_index).
-struct Fixture {
-  Layout L;
-  Mirror k, v, tables, positions, seq_index;
-  // pool > 0: table entry i is block i % pool (a small cache for huge positions; no two test
-  // tokens may land on one slot), else a shuffled permutation of S * max_blocks + 3 blocks.
-  Fixture(Layout l, int S, int max_blocks, const std::vector<int32_t>& pos, const std::vector<int32_t>& seq,
-          uint64_t seed, int pool = 0)
-      : L(l) {
-    const int64_t n_blocks = pool > 0 ? pool : int64_t(S) * max_blocks + 3;
-    const int64_t n = n_blocks * L.B * L.Hkv * L.Dh;
-    k = act(random_floats(size_t(n), seed, -2.0f, 2.0f), {n_blocks, L.B, L.Hkv, L.Dh});
-    v = act(random_floats(size_t(n), seed + 1, -2.0f, 2.0f), {n_blocks, L.B, L.Hkv, L.Dh});
-    std::vector<int32_t> perm(size_t(std::max<int64_t>(n_blocks, int64_t(S) * max_blocks)));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed));
-    perm.resize(size_t(S) * max_blocks);
-    if (pool > 0)
-      for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(i % size_t(pool));
-    tables = raw(perm, DType::I32, {S, max_blocks});
-    positions = raw(pos, DType::I32, {int64_t(pos.size())});
-    seq_index = raw(seq, DType::I32, {int64_t(seq.size())});
-  }
-  ops::TokenBatch batch(bool gpu) const {
-    return {.positions = gpu ? positions.gpu : positions.cpu, .seq_index = gpu ? seq_index.gpu : seq_index.cpu,
-            .block_tables = gpu ? tables.gpu : tables.cpu};
-  }
-  ops::KvLayer cache(bool gpu) const { return {.k = gpu ? k.gpu : k.cpu, .v = gpu ? v.gpu : v.cpu}; }
-};
-
-// Attention of the batch on both backends; returns (gpu, cpu) outputs.
 std::pair<std::vector<float>, std::vector<float>> run_attention(const Fixture& f, int window, uint64_t seed) {
-  const int64_t T = f.positions.cpu.dim(0);
-  Mirror qkv = act(random_floats(size_t(T * f.L.width()), seed, -1.5f, 1.5f), {T, f.L.width()});
-  Mirror sinks = bf16_weights(random_floats(size_t(f.L.H), seed + 1, -1.0f, 3.0f), {f.L.H});
-  Mirror out = act(random_floats(size_t(T * f.L.H * f.L.Dh), seed + 2), {T, int64_t(f.L.H) * f.L.Dh});
-  for (bool gpu : {true, false}) {
-    const Status st = ops::attention({.qkv = gpu ? qkv.gpu : qkv.cpu, .sinks = gpu ? sinks.gpu : sinks.cpu,
-                                      .n_heads = f.L.H, .n_kv_heads = f.L.Hkv, .head_dim = f.L.Dh,
-                                      .window = window, .scale = 0.125f, .batch = f.batch(gpu),
-                                      .cache = f.cache(gpu), .out = gpu ? out.gpu : out.cpu});
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  return {download(out.gpu), host_floats(out)};
+  return run_attention(f, window, seed, kDecode);
 }
 
 TEST(CudaAttention, DecodeAtDepthsFullAndWindowed) {
@@ -110,7 +66,9 @@ TEST(CudaAttention, RopeCacheMatchesReference) {
   MX_REQUIRE_CUDA();
   const Layout L;
   const std::vector<int32_t> pos = {0, 1, 4095, 4096, 131071, 17}, seq = {0, 0, 1, 1, 2, 2};
-  Fixture f(L, 3, 131072 / 16, pos, seq, 80, /*pool=*/61);
+  std::vector<int32_t> table(size_t(3) * (131072 / 16));  // a 61-block pool for huge positions
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i % 61);
+  Fixture f(L, 3, 131072 / 16, table, 61, pos, seq, 80);
   std::vector<float> inv(size_t(L.Dh / 2));
   for (int i = 0; i < L.Dh / 2; ++i)
     inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh)) / (i >= 18 ? 32.0f : 1.0f);

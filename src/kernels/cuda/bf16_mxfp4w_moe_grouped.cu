@@ -18,33 +18,6 @@ constexpr int kStageElems = (kBM + kBN) * kLds;
 constexpr int kRouteThreads = 1024;
 static_assert(kBM == 64 && kThreads == 2 * kBN && kBK == 64, "loaders below assume these shapes");
 
-// ---- PTX wrappers (sm_80+) -------------------------------------------------------------------
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, zero-filled when !ok (src must still be a valid address).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
   return *reinterpret_cast<uint32_t*>(&r);
@@ -175,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 2) bf16_mxfp4w_moe_grouped_gemm(MoeG
     for (int i = 0; i < 2; ++i) {
       const int col = kt * kBK + a_col[i];
       const bool ok = a_ok[i] && col < Kd;
-      cp_async16(As + a_off[i], ok ? a_src[i] + col : a_src[i], ok);
+      dev::cp_async16(As + a_off[i], ok ? a_src[i] + col : a_src[i], ok);
     }
   };
   auto load_b = [&](int kt, uint4& raw, uint32_t& sc) {
@@ -203,16 +176,16 @@ __global__ void __launch_bounds__(kThreads, 2) bf16_mxfp4w_moe_grouped_gemm(MoeG
       uint32_t a[2][4], b[2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
-        if (mf_ok[mi]) ldmatrix_x4(a[mi], As + (wm * 32 + mi * 16 + lane % 16) * kLds + ks * 16 + (lane / 16) * 8);
+        if (mf_ok[mi]) dev::ldmatrix_x4(a[mi], As + (wm * 32 + mi * 16 + lane % 16) * kLds + ks * 16 + (lane / 16) * 8);
 #pragma unroll
       for (int nj = 0; nj < 2; ++nj)
-        ldmatrix_x4(b[nj], Bs + (wn * 32 + nj * 16 + (lane / 16) * 8 + lane % 8) * kLds + ks * 16 + ((lane / 8) % 2) * 8);
+        dev::ldmatrix_x4(b[nj], Bs + (wn * 32 + nj * 16 + (lane / 16) * 8 + lane % 8) * kLds + ks * 16 + ((lane / 8) % 2) * 8);
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi) {
         if (!mf_ok[mi]) continue;
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
-          mma_bf16_16816(acc[mi][ni], a[mi], b[ni / 2][2 * (ni % 2)], b[ni / 2][2 * (ni % 2) + 1]);
+          dev::mma_bf16_16816(acc[mi][ni], a[mi], b[ni / 2][2 * (ni % 2)], b[ni / 2][2 * (ni % 2) + 1]);
       }
     }
   };
@@ -221,22 +194,22 @@ __global__ void __launch_bounds__(kThreads, 2) bf16_mxfp4w_moe_grouped_gemm(MoeG
   uint4 raw;
   uint32_t sc;
   load_a(0, 0);
-  cp_async_commit();
+  dev::cp_async_commit();
   load_b(0, raw, sc);
   store_b(0, raw, sc);
-  cp_async_wait_all();
+  dev::cp_async_wait_all();
   __syncthreads();
   for (int kt = 0; kt < KT; ++kt) {
     const int cur = kt & 1;
     const bool more = kt + 1 < KT;
     if (more) {  // stage cur^1 was last read before the previous iteration's barrier
       load_a(cur ^ 1, kt + 1);
-      cp_async_commit();
+      dev::cp_async_commit();
       load_b(kt + 1, raw, sc);
     }
     compute(cur);
     if (more) store_b(cur ^ 1, raw, sc);
-    cp_async_wait_all();
+    dev::cp_async_wait_all();
     __syncthreads();
   }
 

@@ -27,7 +27,9 @@ Status linear_gemm(const ops::LinearArgs& a);  // cuBLASLt
 bool linear_gemv_supported(const ops::LinearArgs& a);  // shape/alignment contract of the GEMV
 Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
-Status attention(const ops::AttentionArgs& a);
+Status attention_decode(const ops::AttentionArgs& a);   // bf16_attention_decode: split-K, any T
+Status attention_prefill(const ops::AttentionArgs& a);  // bf16_attention_prefill: tiled, many tokens
+bool attention_prefill_supported(const ops::AttentionArgs& a);  // head_dim, group size, alignment
 Status router_topk(const ops::RouterTopkArgs& a);
 Status moe(const ops::MoeArgs& a);
 Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)

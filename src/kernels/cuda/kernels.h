@@ -81,6 +81,30 @@ struct AttentionParams {
 };
 cudaError_t run_bf16_attention_decode(const AttentionParams& p, cudaStream_t s);
 
+// bf16_attention_prefill.cu: tiled (FlashAttention-2-style) attention for many tokens per call,
+// Dh == 64, 1 <= H/Hkv <= kPrefillRows. A query tile is up to kPrefillRows / (H/Hkv) consecutive
+// tokens of one sequence, all their q heads of one kv head (one row per (token, head)).
+inline constexpr int kPrefillRows = 128;
+struct AttentionPrefillParams {
+  const void* qkv;    // (T, (H + 2 Hkv) Dh) bf16
+  const void* sinks;  // (H) bf16 or f32
+  bool sinks_f32;
+  const int32_t* positions;     // (T)
+  const int32_t* seq_index;     // (T)
+  const int32_t* block_tables;  // (S, max_blocks)
+  const void* k_cache;          // (num_blocks, B, Hkv, Dh) bf16
+  const void* v_cache;
+  void* out;           // (T, H Dh) bf16
+  int2* tiles;         // (T) scratch: {first token, tokens} of each query tile
+  int32_t* num_tiles;  // (1) scratch
+  int64_t T, max_blocks, block_size;
+  int H, Hkv, window, grid_tiles;  // grid_tiles: blocks along the tiles (each loops over its share)
+  float scale;
+};
+int attention_prefill_tile_tokens(int H, int Hkv);  // tokens per query tile: kPrefillRows / (H/Hkv)
+size_t attention_prefill_smem_bytes();              // dynamic shared memory (opt-in above 48 KB)
+cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s);
+
 // bf16_router_topk.cu: one warp per token, E <= kTopkMaxExperts, K <= kTopkMaxK.
 inline constexpr int kTopkMaxExperts = 256;
 inline constexpr int kTopkMaxK = 8;

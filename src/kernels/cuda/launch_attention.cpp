@@ -1,5 +1,6 @@
-// Launchers of the attention CUDA ops: qkv_rope_cache (RoPE + paged-cache write) and attention
-// (split-K decode kernel, used for any T); each checks its kernel's contract first.
+// Launchers of the attention CUDA ops: qkv_rope_cache (RoPE + paged-cache write), attention by the
+// split-K decode kernel (any T) and by the tiled prefill kernel (many tokens; dispatch.cpp picks);
+// each checks its kernel's contract first.
 #include <algorithm>
 
 #include "kernels/cuda/launch_util.h"
@@ -68,9 +69,46 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
   return kernel_status("bf16_attention_decode", kern::run_bf16_attention_decode(p, stream()));
 }
 
+// The prefill kernel's contract, without the error text (dispatch.cpp asks before routing).
+bool prefill_contract(const ops::AttentionArgs& a) {
+  return a.head_dim == kern::kAttnHeadDim && a.n_heads / a.n_kv_heads <= kern::kPrefillRows &&
+         a.qkv.dim(0) < (int64_t(1) << 31) && aligned16(a.qkv.data) && aligned16(a.cache.k.data) &&
+         aligned16(a.cache.v.data) && aligned16(a.out.data) &&
+         kern::attention_prefill_smem_bytes() <= max_smem_per_block();
+}
+
+Status launch_bf16_attention_prefill(const ops::AttentionArgs& a) {
+  MX_TRY(check_cache_layout("bf16_attention_prefill", a.cache, a.batch));
+  MX_CHECK(prefill_contract(a),
+           "bf16_attention_prefill: needs head_dim {} (got {}), H/Hkv <= {} (got {}), T < 2^31, 16-byte aligned "
+           "qkv, cache and out, {} bytes of shared memory per block (device: {})",
+           kern::kAttnHeadDim, a.head_dim, kern::kPrefillRows, a.n_heads / a.n_kv_heads,
+           kern::attention_prefill_smem_bytes(), max_smem_per_block());
+  const int64_t T = a.qkv.dim(0);
+  if (T == 0) return ok_status();
+  // Tiles: at most one per tile_tokens tokens plus one per sequence change; with S sequences of
+  // contiguous tokens that is <= T / tile_tokens + S. More (a sequence's tokens split apart) are
+  // still served: each block loops over its share of the device-written tile list.
+  const int64_t tile_tokens = kern::attention_prefill_tile_tokens(a.n_heads, a.n_kv_heads);
+  const int64_t grid = std::min(T, (T + tile_tokens - 1) / tile_tokens + a.batch.block_tables.dim(0) - 1);
+  void* ws;
+  MX_ASSIGN(ws, workspace(size_t(T) * sizeof(int2) + 16));
+  const kern::AttentionPrefillParams p{
+      .qkv = a.qkv.data, .sinks = a.sinks.data, .sinks_f32 = a.sinks.dtype == DType::F32,
+      .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
+      .block_tables = a.batch.block_tables.ptr<const int32_t>(), .k_cache = a.cache.k.data,
+      .v_cache = a.cache.v.data, .out = a.out.data, .tiles = static_cast<int2*>(ws),
+      .num_tiles = reinterpret_cast<int32_t*>(static_cast<int2*>(ws) + T), .T = T,
+      .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1), .H = a.n_heads,
+      .Hkv = a.n_kv_heads, .window = a.window, .grid_tiles = int(std::max<int64_t>(grid, 1)), .scale = a.scale};
+  return kernel_status("bf16_attention_prefill", kern::run_bf16_attention_prefill(p, stream()));
+}
+
 }  // namespace
 
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) { return launch_bf16_qkv_rope_cache(a); }
-Status attention(const ops::AttentionArgs& a) { return launch_bf16_attention_decode(a); }
+Status attention_decode(const ops::AttentionArgs& a) { return launch_bf16_attention_decode(a); }
+Status attention_prefill(const ops::AttentionArgs& a) { return launch_bf16_attention_prefill(a); }
+bool attention_prefill_supported(const ops::AttentionArgs& a) { return prefill_contract(a); }
 
 }  // namespace mx::cuda

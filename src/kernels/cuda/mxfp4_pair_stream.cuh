@@ -27,24 +27,15 @@ struct Fp4Word {
         odd(((q >> 3) & 0x0e0e0e0eu) | (q & 0x80808080u)) {}
 };
 
-__device__ __forceinline__ void mma_f16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint32_t b0, uint32_t b1) {
-  asm(  // not volatile: no side effects, so the compiler may interleave the steps
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // One step of a row pair: this lane's words of r0 and r1 (block 8s + g), their scale bytes and
 // the staged activations of the block; acc[0|1] += r0 dots in D columns 2t, 2t+1, acc[2|3] for r1.
 __device__ __forceinline__ void block_step(uint32_t q0, uint32_t q1, uint32_t s0, uint32_t s1, const uint4& x,
                                            float (&acc)[4]) {
   const Fp4Word a(q0), b(q1);
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  mma_f16_16816(d, __byte_perm(a.even, 0u, 0x2404), __byte_perm(b.even, 0u, 0x2404), __byte_perm(a.odd, 0u, 0x2404),
+  dev::mma_f16_16816(d, __byte_perm(a.even, 0u, 0x2404), __byte_perm(b.even, 0u, 0x2404), __byte_perm(a.odd, 0u, 0x2404),
                 __byte_perm(b.odd, 0u, 0x2404), x.x, x.y);
-  mma_f16_16816(d, __byte_perm(a.even, 0u, 0x3414), __byte_perm(b.even, 0u, 0x3414), __byte_perm(a.odd, 0u, 0x3414),
+  dev::mma_f16_16816(d, __byte_perm(a.even, 0u, 0x3414), __byte_perm(b.even, 0u, 0x3414), __byte_perm(a.odd, 0u, 0x3414),
                 __byte_perm(b.odd, 0u, 0x3414), x.z, x.w);
   const float f0 = __uint_as_float(s0 << 23), f1 = __uint_as_float(s1 << 23);  // 2^(e-127)
   acc[0] = fmaf(d[0], f0, acc[0]);
