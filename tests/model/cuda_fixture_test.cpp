@@ -57,5 +57,37 @@ TEST(CudaFixture, Gqa8MatchesTransformers) {
   }
 }
 
+// Prompts longer than the fixtures' (which stay below the prefill-attention threshold): the CUDA
+// forward against the CPU forward (itself checked against transformers above) with a 160-token
+// prompt in one call and in 64-token chunks, so the whole model runs the tiled prefill attention,
+// at depth, with the window's rings crossing chunk boundaries.
+TEST(CudaFixture, LongPromptMatchesCpuForward) {
+  if (!ops::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto dir = test::fixtures_dir() / "models" / "tiny-gqa8";
+  auto gpu = Model::load(dir.string(), Device::CUDA, ShowProgress::No);
+  auto cpu = Model::load(dir.string(), Device::CPU, ShowProgress::No);
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  const int V = (*cpu)->config.vocab_size;
+  std::vector<int32_t> prompt(160);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % size_t(V));
+  for (int chunk : {160, 64}) {
+    GenerateOptions opt;
+    opt.max_tokens = 4;
+    opt.keep_logits = true;
+    opt.prefill_chunk = chunk;
+    opt.prompt_logits = PromptLogits::All;
+    auto want = generate(**cpu, prompt, opt);
+    auto got = generate(**gpu, prompt, opt);
+    ASSERT_TRUE(want.ok() && got.ok());
+    ASSERT_EQ(got->all_prompt_logits.size(), want->all_prompt_logits.size());
+    for (size_t p = 0; p < prompt.size(); ++p) {
+      std::span<const float> g(got->all_prompt_logits.data() + p * V, size_t(V));
+      std::span<const float> w(want->all_prompt_logits.data() + p * V, size_t(V));
+      EXPECT_LE(test::nmse(g, w), kLogitNmse) << "prompt position " << p << ", prefill chunk " << chunk;
+    }
+    EXPECT_EQ(got->tokens.front(), want->tokens.front()) << "prefill chunk " << chunk;
+  }
+}
+
 }  // namespace
 }  // namespace mx
