@@ -84,7 +84,15 @@ struct RmsNormArgs {
 };
 Status rmsnorm(const RmsNormArgs& a);
 
-// out = x · W^T + bias (+ residual). With `residual`, out must alias it (out += x·W^T + bias).
+// An RMSNorm applied to a linear's input inside the op (no normalised copy of x is written).
+struct InputNorm {
+  Tensor weight;  // (Kin) bf16 or f32; empty: x is used as it is
+  float eps = 1e-5f;
+};
+
+// out = x' · W^T + bias (+ out), x' = x, or with `norm` x' = rmsnorm(x) with the values ops::rmsnorm
+// would write to an act buffer (BF16-rounded on CUDA): rmsnorm + linear as one op, fused into the
+// GEMV kernel for decode (dispatch.cpp). With Accumulate::IntoOut, out += x'·W^T + bias (residual).
 enum class Accumulate { No, IntoOut };
 struct LinearArgs {
   Tensor x;     // (T, Kin) act
@@ -92,6 +100,7 @@ struct LinearArgs {
   Tensor bias;  // (N) bf16, optional (empty)
   Tensor out;   // (T, N) act, or f32 for logits
   Accumulate accumulate = Accumulate::No;
+  InputNorm norm;  // optional
 };
 Status linear(const LinearArgs& a);
 
@@ -145,6 +154,22 @@ struct RouterTopkArgs {
   Tensor weights;  // (T, K) f32
 };
 Status router_topk(const RouterTopkArgs& a);
+
+// The MoE block's entry as one op: xn = rmsnorm(x), logits = xn · W^T + bias, then ids, weights =
+// router_topk(logits) (over the logits as stored in their dtype). The same results as those three
+// ops in a row; one kernel on CUDA for decode (dispatch.cpp), which also writes xn for ops::moe.
+struct MoeRouterArgs {
+  Tensor x;            // (T, D) act: residual stream
+  Tensor norm_weight;  // (D) bf16 or f32
+  float eps = 1e-5f;
+  Tensor w;            // (E, D) bf16 router
+  Tensor bias;         // (E) bf16, optional (empty)
+  Tensor xn;           // (T, D) act out: normalised x, the MoE's input
+  Tensor logits;       // (T, E) act or f32 out
+  Tensor ids;          // (T, K) i32 out
+  Tensor weights;      // (T, K) f32 out
+};
+Status moe_router(const MoeRouterArgs& a);
 
 // MXFP4 expert weights of one layer, in the checkpoint layout (GPTOSS_SPEC §2.1, §3) unless a
 // backend repacked them at load (see docs/KERNELS.md).

@@ -1,6 +1,7 @@
 // gpt-oss forward (GPTOSS_SPEC §4.1): embed -> per layer [RMSNorm -> qkv -> RoPE + cache write ->
 // attention with sinks (window on sliding layers) -> o_proj + residual -> RMSNorm -> router top-k
-// -> MXFP4 experts + residual] -> final RMSNorm -> lm_head.
+// -> MXFP4 experts + residual] -> final RMSNorm -> lm_head. The attention norm is an input norm of
+// the qkv linear, and the MoE norm + router + top-k one op (moe_router), so decode fuses them.
 #include "model/forward.h"
 
 #include <cmath>
@@ -56,8 +57,9 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
     const LayerWeights& L = w.layers[size_t(l)];
     const ops::TokenBatch& batch = c.window_of_layer(l) > 0 ? sliding_batch : a.batch;
     // Attention block.
-    MX_TRY(ops::rmsnorm({.x = x, .weight = L.attn_norm, .eps = float(c.rms_norm_eps), .out = xn}));
-    MX_TRY(ops::linear({.x = xn, .w = L.qkv_w, .bias = L.qkv_b, .out = qkv}));
+    const float eps = float(c.rms_norm_eps);
+    MX_TRY(ops::linear(
+        {.x = x, .w = L.qkv_w, .bias = L.qkv_b, .out = qkv, .norm = {.weight = L.attn_norm, .eps = eps}}));
     MX_TRY(ops::qkv_rope_cache({.qkv = qkv,
                                 .n_heads = c.num_attention_heads,
                                 .n_kv_heads = c.num_key_value_heads,
@@ -77,9 +79,15 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                            .out = attn}));
     MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut}));
     // MoE block.
-    MX_TRY(ops::rmsnorm({.x = x, .weight = L.mlp_norm, .eps = float(c.rms_norm_eps), .out = xn}));
-    MX_TRY(ops::linear({.x = xn, .w = L.router_w, .bias = L.router_b, .out = router}));
-    MX_TRY(ops::router_topk({.logits = router, .ids = top_ids, .weights = top_w}));
+    MX_TRY(ops::moe_router({.x = x,
+                            .norm_weight = L.mlp_norm,
+                            .eps = eps,
+                            .w = L.router_w,
+                            .bias = L.router_b,
+                            .xn = xn,
+                            .logits = router,
+                            .ids = top_ids,
+                            .weights = top_w}));
     MX_TRY(ops::moe({.x = xn,
                      .ids = top_ids,
                      .weights = top_w,

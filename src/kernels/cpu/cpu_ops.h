@@ -14,6 +14,7 @@ Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
 Status attention(const ops::AttentionArgs& a);
 Status router_topk(const ops::RouterTopkArgs& a);
+Status moe_router(const ops::MoeRouterArgs& a);  // rmsnorm -> linear -> router_topk
 Status moe(const ops::MoeArgs& a);
 Status fill_random(const ops::FillRandomArgs& a);
 Status sample(const ops::SampleArgs& a);

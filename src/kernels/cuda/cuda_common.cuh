@@ -42,6 +42,17 @@ __device__ __forceinline__ void unpack_bf16x8(const uint4& v, float* f) {
   }
 }
 
+// Eight floats -> eight BF16 (round to nearest even), the inverse of unpack_bf16x8.
+__device__ __forceinline__ uint4 pack_bf16x8(const float* f) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);  // .x (low half) = f[2i]
+    w[i] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // MXFP4: four packed bytes (elements 8 consecutive, low nibble first) -> eight values times
 // 2^-14, exactly: each E2M1 nibble s.e1e0.m is moved into an FP16 at bits 15 and 11..9, where it
 // reads as value * 2^-14 (E2M1's subnormal 0.5 becomes an FP16 subnormal). Output order is
