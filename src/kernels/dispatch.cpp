@@ -31,7 +31,8 @@ bool print_dispatch() {
 // cuBLASLt. Measured with bench_kernels on H100 at qkv 5120x2880 (docs/PERFORMANCE.md): GEMV
 // 13.4 us at T=1 and T=2 but 18.5 us at T=4, cuBLASLt 13.0 us at T=5..8; so GEMV up to 2.
 // With an input norm (LinearArgs::norm) the GEMV normalises x itself, so up to this T the rmsnorm
-// kernel is not launched; above it, the rmsnorm kernel writes a normalised copy for cuBLASLt.
+// kernel is not launched; above it, the rmsnorm kernel writes a normalised copy for cuBLASLt. The
+// same bound selects the fused qkv_projection (norm + GEMV + RoPE + cache write in one kernel).
 constexpr int64_t kLinearGemvMaxTokens = 2;
 // Tokens up to which moe_router runs as one kernel (bf16_bf16w_norm_router_topk: every block
 // normalises all T tokens and reads its router row once) instead of rmsnorm -> linear ->
@@ -136,7 +137,8 @@ Status rmsnorm(const RmsNormArgs& a) {
   return route("rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm), nbytes({&a.x, &a.weight, &a.out}));
 }
 
-Status linear(const LinearArgs& a) {
+namespace {
+Status check_linear(const LinearArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.x, "linear", "x", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.w, "linear", "w", {DType::BF16}, 2, dev));
@@ -148,12 +150,19 @@ Status linear(const LinearArgs& a) {
   MX_TRY(same_dim("linear", "input features", a.x.dim(1), a.w.dim(1)));
   MX_TRY(same_dim("linear", "output features", a.out.dim(1), a.w.dim(0)));
   MX_TRY(same_dim("linear", "tokens", a.x.dim(0), a.out.dim(0)));
-  const bool norm = !a.norm.weight.empty();
-  if (norm) {
+  if (!a.norm.weight.empty()) {
     MX_TRY(expect(a.norm.weight, "linear", "norm weight", {DType::BF16, DType::F32}, 1, dev));
     MX_TRY(same_dim("linear", "norm weight length", a.norm.weight.dim(0), a.x.dim(1)));
     MX_CHECK(a.out.data != a.x.data, "linear: out must not alias x with an input norm");
   }
+  return ok_status();
+}
+}  // namespace
+
+Status linear(const LinearArgs& a) {
+  MX_TRY(check_linear(a));
+  const Device dev = a.out.device;
+  const bool norm = !a.norm.weight.empty();
   const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.norm.weight, &a.out});
   if (dev == Device::CPU) return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #ifdef MXSERVE_HAVE_CUDA
@@ -191,14 +200,45 @@ Status check_batch_and_cache(const char* op, const TokenBatch& b, const KvLayer&
   MX_TRY(same_dim(op, "cache head dim", c.k.dim(3), Dh));
   return ok_status();
 }
-}  // namespace
 
-Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
+Status check_qkv_rope_cache(const QkvRopeCacheArgs& a) {
   const Device dev = a.qkv.device;
   MX_TRY(check_batch_and_cache("qkv_rope_cache", a.batch, a.cache, a.qkv, a.n_heads, a.n_kv_heads, a.head_dim, dev));
   MX_TRY(expect(a.rope.inv_freq, "qkv_rope_cache", "inv_freq", {DType::F32}, 1, dev));
   MX_TRY(same_dim("qkv_rope_cache", "rope frequencies", a.rope.inv_freq.dim(0), a.head_dim / 2));
+  return ok_status();
+}
+}  // namespace
+
+Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
+  MX_TRY(check_qkv_rope_cache(a));
+  const Device dev = a.qkv.device;
   return route("qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
+}
+
+Status qkv_projection(const QkvProjectionArgs& a) {
+  const LinearArgs lin{.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm};
+  const QkvRopeCacheArgs rc{.qkv = a.qkv,
+                            .n_heads = a.n_heads,
+                            .n_kv_heads = a.n_kv_heads,
+                            .head_dim = a.head_dim,
+                            .rope = a.rope,
+                            .batch = a.batch,
+                            .cache = a.cache};
+  MX_TRY(check_linear(lin));
+  MX_TRY(check_qkv_rope_cache(rc));
+  const Device dev = a.qkv.device;
+  const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.norm.weight, &a.qkv, &a.qkv}) +
+                       2.0 * double(a.qkv.dim(0)) * a.n_kv_heads * a.head_dim * dtype_size(a.qkv.dtype);
+  if (dev == Device::CPU)
+    return route("qkv_projection", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+#ifdef MXSERVE_HAVE_CUDA
+  if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::qkv_projection_fused_supported(a))
+    return route("qkv_projection_fused", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+#endif
+  // The two ops in a row (each routed, and profiled, on its own).
+  MX_TRY(linear(lin));
+  return qkv_rope_cache(rc);
 }
 
 Status attention(const AttentionArgs& a) {
@@ -320,8 +360,10 @@ Status add_i32(const AddI32Args& a) {
 std::vector<std::string> dispatch_summary(Device device) {
   if (device == Device::CPU) return {"all ops: CPU reference (fp32 activations, fp32 accumulation)"};
   return {
-      fmt::format("linear (qkv, o, router, lm_head): T <= {} -> bf16_bf16w_gemv (an input RMSNorm fused: "
-                  "attention norm + qkv), else [rmsnorm +] cuBLASLt BF16 GEMM",
+      fmt::format("linear (o, lm_head): T <= {} -> bf16_bf16w_gemv, else [rmsnorm +] cuBLASLt BF16 GEMM",
+                  kLinearGemvMaxTokens),
+      fmt::format("qkv_projection: T <= {} -> bf16_bf16w_gemv with the attention RMSNorm, RoPE and the KV-cache "
+                  "write fused, else linear -> qkv_rope_cache",
                   kLinearGemvMaxTokens),
       fmt::format("moe_router: T <= {} -> bf16_bf16w_norm_router_topk (rmsnorm + router GEMV + top-k in one "
                   "kernel), else rmsnorm -> linear -> router_topk",
@@ -330,7 +372,7 @@ std::vector<std::string> dispatch_summary(Device device) {
                   "(device routing + grouped MXFP4 GEMM)",
                   kMoeGroupedMinTokens),
       "attention: bf16_attention_decode (split over the KV length, sinks, 128-window) for every T",
-      "rmsnorm (final norm), qkv_rope_cache, sample: one kernel each",
+      "rmsnorm (final norm), sample: one kernel each",
   };
 }
 

@@ -133,6 +133,22 @@ struct QkvRopeCacheArgs {
 };
 Status qkv_rope_cache(const QkvRopeCacheArgs& a);
 
+// The attention block's input as one op: qkv = linear(x, w, bias, norm), then qkv_rope_cache on
+// it, with the same results as those two ops; on CUDA for decode one GEMV kernel whose epilogue
+// rotates q and k and writes k and v to the cache (dispatch.cpp).
+struct QkvProjectionArgs {
+  Tensor x;        // (T, D) act: the residual stream (with `norm`) or a normalised input
+  InputNorm norm;  // optional: the attention RMSNorm
+  Tensor w;        // ((H + 2·Hkv)·Dh, D) bf16
+  Tensor bias;     // ((H + 2·Hkv)·Dh) bf16, optional (empty)
+  Tensor qkv;      // (T, (H + 2·Hkv)·Dh) act out: q and k heads rotated, v heads
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  RopeTable rope;
+  TokenBatch batch;
+  KvLayer cache;
+};
+Status qkv_projection(const QkvProjectionArgs& a);
+
 // Attention of every token's q heads over its sequence's cached keys 0..pos (or the last
 // `window` of them), with one learned sink logit per q head; q head h uses kv head h / (H/Hkv).
 struct AttentionArgs {

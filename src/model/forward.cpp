@@ -1,7 +1,8 @@
 // gpt-oss forward (GPTOSS_SPEC §4.1): embed -> per layer [RMSNorm -> qkv -> RoPE + cache write ->
 // attention with sinks (window on sliding layers) -> o_proj + residual -> RMSNorm -> router top-k
-// -> MXFP4 experts + residual] -> final RMSNorm -> lm_head. The attention norm is an input norm of
-// the qkv linear, and the MoE norm + router + top-k one op (moe_router), so decode fuses them.
+// -> MXFP4 experts + residual] -> final RMSNorm -> lm_head. The attention norm + qkv + RoPE + cache
+// write is one op (qkv_projection) and the MoE norm + router + top-k another (moe_router): decode
+// runs each as one kernel.
 #include "model/forward.h"
 
 #include <cmath>
@@ -58,9 +59,11 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
     const ops::TokenBatch& batch = c.window_of_layer(l) > 0 ? sliding_batch : a.batch;
     // Attention block.
     const float eps = float(c.rms_norm_eps);
-    MX_TRY(ops::linear(
-        {.x = x, .w = L.qkv_w, .bias = L.qkv_b, .out = qkv, .norm = {.weight = L.attn_norm, .eps = eps}}));
-    MX_TRY(ops::qkv_rope_cache({.qkv = qkv,
+    MX_TRY(ops::qkv_projection({.x = x,
+                                .norm = {.weight = L.attn_norm, .eps = eps},
+                                .w = L.qkv_w,
+                                .bias = L.qkv_b,
+                                .qkv = qkv,
                                 .n_heads = c.num_attention_heads,
                                 .n_kv_heads = c.num_key_value_heads,
                                 .head_dim = c.head_dim,

@@ -1,6 +1,7 @@
 // The CPU reference of the fused ops against the unfused ops they stand for: linear with an input
-// norm == rmsnorm then linear, moe_router == rmsnorm -> linear -> router_topk (bitwise: the CPU
-// backend computes them with the same code), and the contracts dispatch.cpp checks.
+// norm == rmsnorm then linear, qkv_projection == linear -> qkv_rope_cache, moe_router == rmsnorm
+// -> linear -> router_topk (bitwise: the CPU backend computes them with the same code), and the
+// contracts dispatch.cpp checks.
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -50,6 +51,47 @@ TEST(CpuFused, LinearInputNormContract) {
   EXPECT_FALSE(st.ok());  // norm weight of 3 for 4 features
   const auto alias = ops::linear({.x = f32(x, {2, 4}), .w = W, .out = f32(x, {2, 4}), .norm = {.weight = f32(x, {4})}});
   EXPECT_FALSE(alias.ok());  // out aliasing x
+}
+
+TEST(CpuFused, QkvProjectionEqualsLinearThenRopeCache) {
+  const int64_t T = 2, D = 16, H = 2, Hkv = 1, Dh = 4, B = 4, N = (H + 2 * Hkv) * Dh, blocks = 3;
+  std::vector<float> x = random_floats(size_t(T * D), 31, -3.0f, 3.0f), nw = random_floats(size_t(D), 32, 0.5f, 2.0f);
+  std::vector<bf16> wb(static_cast<size_t>(N * D)), bb(static_cast<size_t>(N));
+  const std::vector<float> w = random_floats(wb.size(), 33), b = random_floats(bb.size(), 34);
+  for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(w[i]);
+  for (size_t i = 0; i < bb.size(); ++i) bb[i] = f32_to_bf16(b[i]);
+  std::vector<float> inv = {1.0f, 0.01f};
+  std::vector<int32_t> pos = {5, 2}, seq = {0, 1}, table = {2, 0, 1, 0};  // (S=2, max_blocks=2)
+  const ops::RopeTable rope{.inv_freq = f32(inv, {Dh / 2}), .concentration = 1.25f};
+  const ops::TokenBatch batch{.positions = Tensor(pos.data(), DType::I32, {T}),
+                              .seq_index = Tensor(seq.data(), DType::I32, {T}),
+                              .block_tables = Tensor(table.data(), DType::I32, {2, 2})};
+  const Tensor W(wb.data(), DType::BF16, {N, D}), Bias(bb.data(), DType::BF16, {N});
+  struct Out {
+    std::vector<float> qkv, k, v;
+  };
+  auto make = [&] {
+    return Out{std::vector<float>(size_t(T * N)), random_floats(size_t(blocks * B * Hkv * Dh), 35),
+               random_floats(size_t(blocks * B * Hkv * Dh), 36)};
+  };
+  Out ref = make(), got = make();
+  ASSERT_TRUE(ops::linear({.x = f32(x, {T, D}), .w = W, .bias = Bias, .out = f32(ref.qkv, {T, N}),
+                           .norm = {.weight = f32(nw, {D})}})
+                  .ok());
+  auto cache = [&](Out& o) {
+    return ops::KvLayer{.k = f32(o.k, {blocks, B, Hkv, Dh}), .v = f32(o.v, {blocks, B, Hkv, Dh})};
+  };
+  ASSERT_TRUE(ops::qkv_rope_cache({.qkv = f32(ref.qkv, {T, N}), .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh,
+                                   .rope = rope, .batch = batch, .cache = cache(ref)})
+                  .ok());
+  ASSERT_TRUE(ops::qkv_projection({.x = f32(x, {T, D}), .norm = {.weight = f32(nw, {D})}, .w = W, .bias = Bias,
+                                   .qkv = f32(got.qkv, {T, N}), .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh,
+                                   .rope = rope, .batch = batch, .cache = cache(got)})
+                  .ok());
+  EXPECT_EQ(got.qkv, ref.qkv);
+  EXPECT_EQ(got.k, ref.k);
+  EXPECT_EQ(got.v, ref.v);
+  EXPECT_NE(got.k, make().k);  // the cache was written
 }
 
 struct Router {

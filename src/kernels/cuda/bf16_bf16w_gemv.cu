@@ -1,9 +1,10 @@
 // bf16_bf16w_gemv: out (T, N) (=|+=) x' (T, Kin) . W (N, Kin)^T + bias for T <= kGemvMaxTokens
 // (decode), x' = x or, with a norm weight, rmsnorm(x) rounded to BF16 (the RMSNorm fused: every
-// block normalises x while staging it in shared memory). A warp owns kRows output rows; each lane
-// streams 16-byte weight chunks, kUnroll chunks per row in flight, and reuses every chunk for all T
-// tokens. FP32 accumulation, one rounding. Launched as a programmatic dependent: the first weight
-// chunks (and the norm weight) load during the previous kernel's tail.
+// block normalises x while staging it in shared memory); with the qkv epilogue, the q and k rows
+// are RoPE-rotated and k, v written to the paged cache (qkv_rope_cache fused). A warp owns kRows
+// output rows; each lane streams 16-byte weight chunks, kUnroll chunks per row in flight, and
+// reuses every chunk for all T tokens. FP32 accumulation, one rounding. Launched as a programmatic
+// dependent: the first weight chunks (and the norm weight) load during the previous kernel's tail.
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace mx::cuda::kern {
@@ -61,22 +62,81 @@ __device__ void stage_rmsnorm(const uint4* __restrict__ x, const uint4* nws, uin
   __syncthreads();
 }
 
-template <int T, InNorm kNorm>
+// Epilogue: store (out = / += y), or the qkv epilogue of qkv_rope_cache: q and k rows paired
+// (i, i + Dh/2) within a head and rotated, k and v also written to the paged cache.
+enum class Epilogue { Store, RopeCache };
+
+// Output rows of warp `pair` (kRows == 2): rows 2·pair, 2·pair + 1; with RopeCache the q and k
+// rows h·Dh + i and h·Dh + i + Dh/2 (pair = h·Dh/2 + i), then the v rows as usual. Returns the
+// rotation index i, or -1 when the pair is not rotated.
+template <Epilogue kEpi>
+__device__ __forceinline__ int rows_of_pair(int64_t pair, const RopeCacheParams& rope, int64_t (&rows)[kRows]) {
+  static_assert(kRows == 2, "rows are rotation pairs");
+  if constexpr (kEpi == Epilogue::RopeCache) {
+    const int half = rope.Dh / 2;
+    if (pair < int64_t(rope.H + rope.Hkv) * half) {
+      const int64_t h = pair / half, i = pair % half;
+      rows[0] = h * rope.Dh + i;
+      rows[1] = rows[0] + half;
+      return int(i);
+    }
+  }
+  rows[0] = 2 * pair;
+  rows[1] = 2 * pair + 1;
+  return -1;
+}
+
+// RopeCache epilogue of one token (lane 0): y are the two rows' outputs incl. bias (FP32).
+__device__ __forceinline__ void rope_cache_store(const RopeCacheParams& rope, int t, const int64_t (&rows)[kRows],
+                                                 int rot_i, const float (&y)[kRows], __nv_bfloat16* out, int64_t N) {
+  float v0 = __bfloat162float(__float2bfloat16(y[0])), v1 = __bfloat162float(__float2bfloat16(y[1]));  // qkv is bf16
+  const int pos = rope.positions[t];
+  if (rot_i >= 0) {  // as bf16_qkv_rope_cache: one FP32 rotation of the bf16 values, one rounding
+    float sn, cs;
+    sincosf(float(pos) * rope.inv_freq[rot_i], &sn, &cs);
+    cs *= rope.concentration;
+    sn *= rope.concentration;
+    const float r0 = v0 * cs - v1 * sn, r1 = v1 * cs + v0 * sn;
+    v0 = r0;
+    v1 = r1;
+  }
+  const __nv_bfloat16 o[kRows] = {__float2bfloat16(v0), __float2bfloat16(v1)};
+  const int64_t k0 = int64_t(rope.H) * rope.Dh, v_start = k0 + int64_t(rope.Hkv) * rope.Dh;
+  __nv_bfloat16* cache = nullptr;
+  int64_t base = 0;
+  if (rows[0] >= k0) {  // a k or v row: the cache slot of this token, laid out (Hkv, Dh) like qkv
+    const int32_t block = rope.block_tables[int64_t(rope.seq_index[t]) * rope.max_blocks + pos / rope.block_size];
+    const int64_t slot = (int64_t(block) * rope.block_size + pos % rope.block_size) * rope.Hkv * rope.Dh;
+    const bool is_v = rows[0] >= v_start;
+    cache = static_cast<__nv_bfloat16*>(is_v ? rope.v_cache : rope.k_cache) + slot;
+    base = is_v ? v_start : k0;
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    out[int64_t(t) * N + rows[r]] = o[r];
+    if (cache) cache[rows[r] - base] = o[r];
+  }
+}
+
+template <int T, InNorm kNorm, Epilogue kEpi>
 __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restrict__ x, const uint4* __restrict__ w,
                                                             const __nv_bfloat16* __restrict__ bias,
                                                             const uint4* __restrict__ norm_w, float eps, void* out,
-                                                            bool out_f32, bool accumulate, int64_t N, int64_t kv) {
+                                                            bool out_f32, bool accumulate, int64_t N, int64_t kv,
+                                                            const RopeCacheParams rope) {
   extern __shared__ uint4 smem[];  // with kNorm: x' (T, kv), then the norm weight (kv)
   const int lane = threadIdx.x % 32;
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
-  const bool active = row0 < N;  // with kNorm every warp takes part in staging
+  const int64_t pair = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  int64_t rows[kRows];
+  const int rot_i = rows_of_pair<kEpi>(pair, rope, rows);
+  const bool active = rows[0] < N;  // with kNorm every warp takes part in staging
   if (kNorm == InNorm::No && !active) return;
   const uint4* wr[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) wr[r] = w + (row0 + r < N ? row0 + r : (active ? row0 : 0)) * kv;
+  for (int r = 0; r < kRows; ++r) wr[r] = w + (rows[r] < N ? rows[r] : (active ? rows[0] : 0)) * kv;
 
   // Weights stream from the start (launched as a programmatic dependent: they do not depend on
-  // the previous kernel); x and out only after pdl_wait.
+  // the previous kernel); x, out and the token batch only after pdl_wait.
   uint4 wv[kUnroll][kRows];
   auto load_w = [&](int64_t c0) {
 #pragma unroll
@@ -132,45 +192,61 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
     if (c0 + 32 * kUnroll < kv) load_w(c0 + 32 * kUnroll);
   }
 #pragma unroll
-  for (int t = 0; t < T; ++t)
+  for (int t = 0; t < T; ++t) {
+    float y[kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float v = dev::warp_sum(acc[t][r]);
-      const int64_t n = row0 + r;
-      if (lane != 0 || n >= N) continue;
-      const float y = v + (bias ? __bfloat162float(bias[n]) : 0.0f);
-      if (out_f32) {
-        float& o = static_cast<float*>(out)[t * N + n];
-        o = accumulate ? o + y : y;
-      } else {
-        __nv_bfloat16& o = static_cast<__nv_bfloat16*>(out)[t * N + n];
-        o = __float2bfloat16(accumulate ? __bfloat162float(o) + y : y);
+    for (int r = 0; r < kRows; ++r)
+      y[r] = dev::warp_sum(acc[t][r]) + (bias && rows[r] < N ? __bfloat162float(bias[rows[r]]) : 0.0f);
+    if (lane != 0) continue;
+    if constexpr (kEpi == Epilogue::RopeCache) {
+      rope_cache_store(rope, t, rows, rot_i, y, static_cast<__nv_bfloat16*>(out), N);  // N even: both rows exist
+    } else {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t n = rows[r];
+        if (n >= N) continue;
+        if (out_f32) {
+          float& o = static_cast<float*>(out)[t * N + n];
+          o = accumulate ? o + y[r] : y[r];
+        } else {
+          __nv_bfloat16& o = static_cast<__nv_bfloat16*>(out)[t * N + n];
+          o = __float2bfloat16(accumulate ? __bfloat162float(o) + y[r] : y[r]);
+        }
       }
     }
+  }
 }
 
-template <int T, InNorm kNorm>
+template <int T, InNorm kNorm, Epilogue kEpi>
 cudaError_t launch(const GemvParams& p, cudaStream_t s) {
   const int64_t warps = (p.N + kRows - 1) / kRows;
   const size_t smem = gemv_smem_bytes(p.T, p.Kin, p.norm_weight != nullptr);
-  return launch_pdl(bf16_bf16w_gemv<T, kNorm>, dim3(unsigned((warps + kWarps - 1) / kWarps)), dim3(kThreads), smem,
-                    s, static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w),
+  return launch_pdl(bf16_bf16w_gemv<T, kNorm, kEpi>, dim3(unsigned((warps + kWarps - 1) / kWarps)), dim3(kThreads),
+                    smem, s, static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w),
                     static_cast<const __nv_bfloat16*>(p.bias), static_cast<const uint4*>(p.norm_weight), p.norm_eps,
-                    p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8);
+                    p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8, p.rope);
 }
 
 template <int T>
 cudaError_t launch_t(const GemvParams& p, cudaStream_t s) {
-  return p.norm_weight ? launch<T, InNorm::RmsNorm>(p, s) : launch<T, InNorm::No>(p, s);
+  if (p.rope_cache)
+    return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::RopeCache>(p, s)
+                         : launch<T, InNorm::No, Epilogue::RopeCache>(p, s);
+  return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::Store>(p, s)
+                       : launch<T, InNorm::No, Epilogue::Store>(p, s);
 }
 
 }  // namespace
 
 size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm) { return norm ? size_t(T + 1) * size_t(Kin) * 2 : 0; }
 
-// Requires Kin % 8 == 0, 16-byte aligned x, w (and norm weight), gemv_smem_bytes <= kGemvMaxSmem
-// (checked by the launcher).
+// Requires Kin % 8 == 0, 16-byte aligned x, w (and norm weight), gemv_smem_bytes <= kGemvMaxSmem;
+// with rope_cache a bf16 out (the qkv row), no accumulate, N = (H + 2 Hkv) Dh, Dh even (checked by
+// the launcher).
 cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s) {
+  if (p.rope_cache && (p.out_f32 || p.accumulate || p.rope.Dh % 2 != 0 ||
+                       p.N != int64_t(p.rope.H + 2 * p.rope.Hkv) * p.rope.Dh))
+    return cudaErrorInvalidValue;
   static_assert(kGemvMaxTokens == 4, "one instantiation per token count below");
   switch (p.T) {
     case 0: return cudaSuccess;

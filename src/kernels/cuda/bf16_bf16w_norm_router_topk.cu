@@ -122,9 +122,10 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
     for (int i = 0; i < dev::kTopkPerLane; ++i) {
       const int ei = lane + 32 * i;
       const int64_t at = int64_t(t) * p.E + ei;
+      const auto* l16 = static_cast<const unsigned short*>(p.logits);
       v[i] = ei >= p.E      ? -INFINITY
              : p.logits_f32 ? __ldcg(static_cast<const float*>(p.logits) + at)
-                            : __uint_as_float(uint32_t(__ldcg(static_cast<const unsigned short*>(p.logits) + at)) << 16);
+                            : __uint_as_float(uint32_t(__ldcg(l16 + at)) << 16);  // bf16 -> f32
     }
     dev::warp_topk_softmax(v, p.E, p.K, p.ids + int64_t(t) * p.K, p.weights + int64_t(t) * p.K);
   }

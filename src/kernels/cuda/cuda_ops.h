@@ -27,6 +27,9 @@ Status linear_gemm(const ops::LinearArgs& a);  // cuBLASLt (after the rmsnorm ke
 bool linear_gemv_supported(const ops::LinearArgs& a);  // shape/alignment contract of the GEMV
 Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
+// qkv_projection for T <= kern::kGemvMaxTokens: bf16_bf16w_gemv with the RoPE + cache epilogue
+Status qkv_projection_fused(const ops::QkvProjectionArgs& a);
+bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a);
 Status attention(const ops::AttentionArgs& a);
 Status router_topk(const ops::RouterTopkArgs& a);
 // moe_router for T <= kern::kRouterFusedMaxTokens: bf16_bf16w_norm_router_topk (launch_router.cpp)

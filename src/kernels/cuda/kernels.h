@@ -31,27 +31,6 @@ struct RmsNormParams {
 };
 cudaError_t run_bf16_bf16w_rmsnorm(const RmsNormParams& p, cudaStream_t s);
 
-// bf16_bf16w_gemv.cu: out (T, N) (=|+=) x' (T, Kin) . W (N, Kin)^T + bias, T <= kGemvMaxTokens;
-// x' = x, or rmsnorm(x) rounded to bf16 when norm_weight is set (x staged in shared memory).
-inline constexpr int kGemvMaxTokens = 4;
-inline constexpr size_t kGemvMaxSmem = 48 * 1024;  // gemv_smem_bytes limit (no opt-in)
-struct GemvParams {
-  const void* x;     // (T, Kin) bf16
-  const void* w;     // (N, Kin) bf16
-  const void* bias;  // (N) bf16 or null
-  void* out;         // (T, N) bf16 or f32; must not alias x when norm_weight is set
-  bool out_f32, accumulate;
-  int64_t T, N, Kin;
-  const void* norm_weight = nullptr;  // (Kin) bf16, or null: no input norm
-  float norm_eps = 1e-5f;
-};
-size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm);  // dynamic shared memory of a launch
-cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s);
-
-// bf16_bf16w_gemm.cu: out (T, N) (+)= bias (N) broadcast, the pre-pass of the cuBLASLt path.
-cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool accumulate, int64_t T, int64_t N,
-                               cudaStream_t s);
-
 // bf16_qkv_rope_cache.cu
 struct RopeCacheParams {
   void* qkv;  // (T, (H + 2 Hkv) Dh) bf16, rotated in place
@@ -66,6 +45,31 @@ struct RopeCacheParams {
   int H, Hkv, Dh;
 };
 cudaError_t run_bf16_qkv_rope_cache(const RopeCacheParams& p, cudaStream_t s);
+
+// bf16_bf16w_gemv.cu: out (T, N) (=|+=) x' (T, Kin) . W (N, Kin)^T + bias, T <= kGemvMaxTokens;
+// x' = x, or rmsnorm(x) rounded to bf16 when norm_weight is set (x staged in shared memory); with
+// rope_cache, out is the qkv row and the epilogue does bf16_qkv_rope_cache's work (rope.qkv and
+// rope.T unused).
+inline constexpr int kGemvMaxTokens = 4;
+inline constexpr size_t kGemvMaxSmem = 48 * 1024;  // gemv_smem_bytes limit (no opt-in)
+struct GemvParams {
+  const void* x;     // (T, Kin) bf16
+  const void* w;     // (N, Kin) bf16
+  const void* bias;  // (N) bf16 or null
+  void* out;         // (T, N) bf16 or f32; must not alias x when norm_weight is set
+  bool out_f32, accumulate;
+  int64_t T, N, Kin;
+  const void* norm_weight = nullptr;  // (Kin) bf16, or null: no input norm
+  float norm_eps = 1e-5f;
+  bool rope_cache = false;
+  RopeCacheParams rope{};
+};
+size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm);  // dynamic shared memory of a launch
+cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s);
+
+// bf16_bf16w_gemm.cu: out (T, N) (+)= bias (N) broadcast, the pre-pass of the cuBLASLt path.
+cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool accumulate, int64_t T, int64_t N,
+                               cudaStream_t s);
 
 // bf16_attention_decode.cu: split-K attention over the paged cache (any T; Dh == 64, H/Hkv <= 8).
 inline constexpr int kAttnHeadDim = 64;

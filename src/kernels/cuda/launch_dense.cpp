@@ -1,6 +1,6 @@
 // Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, and linear, with or without an input
-// RMSNorm, as the GEMV kernel or cuBLASLt — dispatch.cpp chooses): each checks its kernel's contract
-// and returns a Status.
+// RMSNorm, as the GEMV kernel or cuBLASLt — dispatch.cpp chooses; qkv_projection as the GEMV with
+// its RoPE + cache epilogue): each checks its kernel's contract and returns a Status.
 #include <cublasLt.h>
 
 #include "kernels/cuda/launch_util.h"
@@ -17,7 +17,8 @@ Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Te
   return kernel_status("bf16_gather_rows", kern::run_bf16_gather_rows(p, stream()));
 }
 
-Status launch_bf16_bf16w_gemv(const ops::LinearArgs& a) {
+// The GEMV's parameters for a linear, after its contract is checked.
+Result<kern::GemvParams> gemv_params(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
   MX_CHECK(T <= kern::kGemvMaxTokens, "bf16_bf16w_gemv: {} tokens > {}", T, kern::kGemvMaxTokens);
   MX_CHECK(Kin % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data),
@@ -35,7 +36,33 @@ Status launch_bf16_bf16w_gemv(const ops::LinearArgs& a) {
                            .out_f32 = a.out.dtype == DType::F32,
                            .accumulate = a.accumulate == ops::Accumulate::IntoOut, .T = T, .N = a.w.dim(0),
                            .Kin = Kin, .norm_weight = norm ? a.norm.weight.data : nullptr, .norm_eps = a.norm.eps};
+  return p;
+}
+
+Status launch_bf16_bf16w_gemv(const ops::LinearArgs& a) {
+  MX_ASSIGN(const kern::GemvParams p, gemv_params(a));
   return kernel_status("bf16_bf16w_gemv", kern::run_bf16_bf16w_gemv(p, stream()));
+}
+
+ops::LinearArgs linear_of(const ops::QkvProjectionArgs& a) {
+  return {.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm};
+}
+
+// qkv_projection as one GEMV: the qkv epilogue rotates q, k and writes k, v to the cache.
+Status launch_bf16_bf16w_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
+  MX_ASSIGN(kern::GemvParams p, gemv_params(linear_of(a)));
+  MX_CHECK(a.cache.k.dtype == DType::BF16 && a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 &&
+               a.cache.v.dim(1) == a.cache.k.dim(1) && a.cache.v.dim(2) == a.cache.k.dim(2) &&
+               a.cache.v.dim(3) == a.cache.k.dim(3) && a.batch.block_tables.dim(1) > 0,
+           "bf16_bf16w_gemv (qkv epilogue): bf16 k and v caches of one layout and a block table needed");
+  MX_CHECK(a.qkv.dtype == DType::BF16, "bf16_bf16w_gemv (qkv epilogue): qkv must be bf16");
+  p.rope_cache = true;
+  p.rope = {.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(), .concentration = a.rope.concentration,
+            .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
+            .block_tables = a.batch.block_tables.ptr<const int32_t>(), .k_cache = a.cache.k.data,
+            .v_cache = a.cache.v.data, .T = a.qkv.dim(0), .max_blocks = a.batch.block_tables.dim(1),
+            .block_size = a.cache.k.dim(1), .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
+  return kernel_status("bf16_bf16w_gemv (qkv epilogue)", kern::run_bf16_bf16w_gemv(p, stream()));
 }
 
 #define MX_CUBLAS(call)                                                                        \
@@ -133,6 +160,16 @@ bool linear_gemv_supported(const ops::LinearArgs& a) {
                        (a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data) &&
                         kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem && a.out.data != a.x.data);
   return T <= kern::kGemvMaxTokens && Kin % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data) && norm_ok;
+}
+
+bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
+  const ops::LinearArgs lin = linear_of(a);
+  return linear_gemv_supported(lin) && a.qkv.dtype == DType::BF16 && a.cache.k.dtype == DType::BF16 &&
+         a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 && a.batch.block_tables.dim(1) > 0;
+}
+
+Status qkv_projection_fused(const ops::QkvProjectionArgs& a) {
+  return a.x.dim(0) == 0 ? ok_status() : launch_bf16_bf16w_gemv_rope_cache(a);
 }
 
 Status linear_gemv(const ops::LinearArgs& a) {
