@@ -32,8 +32,9 @@ std::vector<int32_t> download_i32(const Tensor& t) {
   return v;
 }
 
-// Router rows 1 and 2 are equal with a large equal bias (E >= 3), so they tie inside the top-k of
-// most tokens: the lower index must come first. Rows E-2 and E-1 are equal too (E >= 5).
+// Router rows 1 and 2 are equal with an equal bias of 50 (E >= 3; the other logits are ~N(0, 4²)),
+// so they tie at the top for every token: the lower index must come first. Rows E-2 and E-1 are
+// equal too (E >= 5). The rows' dots are summed in the same order, so the tie is exact.
 RouterRun run_router(const RouterCase& c, uint64_t seed) {
   const int64_t T = c.T, D = c.D, E = c.E, K = c.K;
   Mirror x = act(random_floats(size_t(T * D), seed, -3.0f, 3.0f), {T, D});
@@ -45,7 +46,7 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
     bv[size_t(dst)] = bv[size_t(src)];
   };
   if (E >= 3) {
-    bv[1] = 4.0f;
+    bv[1] = 50.0f;
     copy_row(2, 1);
   }
   if (E >= 5) copy_row(E - 1, E - 2);
@@ -112,7 +113,7 @@ TEST(CudaRouter, TiedRowsKeepTheLowerIndexFirst) {
   const RouterCase c{4, 2880, 128, 4, true, false};
   const RouterRun r = run_router(c, 77);
   expect_matches(r, c);
-  for (int64_t t = 0; t < c.T; ++t) {  // rows 1 and 2 tie with the largest bias: ids 1, 2 lead
+  for (int64_t t = 0; t < c.T; ++t) {  // rows 1 and 2 tie far above the rest: ids 1, 2 lead
     EXPECT_EQ(r.ids_gpu[size_t(t * c.K)], 1) << "token " << t;
     EXPECT_EQ(r.ids_gpu[size_t(t * c.K + 1)], 2) << "token " << t;
     EXPECT_EQ(r.w_gpu[size_t(t * c.K)], r.w_gpu[size_t(t * c.K + 1)]) << "token " << t;
