@@ -30,7 +30,15 @@ bool print_dispatch() {
 // Tokens up to which linear runs the GEMV kernel (weights streamed once for all tokens) instead of
 // cuBLASLt. Measured with bench_kernels on H100 at qkv 5120x2880 (docs/PERFORMANCE.md): GEMV
 // 13.4 us at T=1 and T=2 but 18.5 us at T=4, cuBLASLt 13.0 us at T=5..8; so GEMV up to 2.
+// With an input norm (LinearArgs::norm) the GEMV normalises x itself, so up to this T the rmsnorm
+// kernel is not launched; above it, the rmsnorm kernel writes a normalised copy for cuBLASLt. The
+// same bound selects the fused qkv_projection (norm + GEMV + RoPE + cache write in one kernel).
 constexpr int64_t kLinearGemvMaxTokens = 2;
+// Tokens up to which moe_router runs as one kernel (bf16_bf16w_norm_router_topk: every block
+// normalises all T tokens and reads its router row once) instead of rmsnorm -> linear ->
+// router_topk. The kernel's limit (8); measured on the H100 at 120b/20b sizes with the
+// DISABLED_ThresholdSweep test of tests/kernels/cuda_router_test.cpp (docs/PERFORMANCE.md).
+constexpr int64_t kMoeRouterFusedMaxTokens = 8;
 // Tokens above which the MoE sorts the (token, slot) pairs by expert and runs grouped GEMMs (each
 // expert's weights read once per 64 pairs) instead of the per-(token, slot) GEMVs. Measured on the
 // H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test of
@@ -138,7 +146,8 @@ Status rmsnorm(const RmsNormArgs& a) {
   return route("rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm), nbytes({&a.x, &a.weight, &a.out}));
 }
 
-Status linear(const LinearArgs& a) {
+namespace {
+Status check_linear(const LinearArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.x, "linear", "x", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.w, "linear", "w", {DType::BF16}, 2, dev));
@@ -150,13 +159,26 @@ Status linear(const LinearArgs& a) {
   MX_TRY(same_dim("linear", "input features", a.x.dim(1), a.w.dim(1)));
   MX_TRY(same_dim("linear", "output features", a.out.dim(1), a.w.dim(0)));
   MX_TRY(same_dim("linear", "tokens", a.x.dim(0), a.out.dim(0)));
-  const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.out});
+  if (!a.norm.weight.empty()) {
+    MX_TRY(expect(a.norm.weight, "linear", "norm weight", {DType::BF16, DType::F32}, 1, dev));
+    MX_TRY(same_dim("linear", "norm weight length", a.norm.weight.dim(0), a.x.dim(1)));
+    MX_CHECK(a.out.data != a.x.data, "linear: out must not alias x with an input norm");
+  }
+  return ok_status();
+}
+}  // namespace
+
+Status linear(const LinearArgs& a) {
+  MX_TRY(check_linear(a));
+  const Device dev = a.out.device;
+  const bool norm = !a.norm.weight.empty();
+  const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.norm.weight, &a.out});
   if (dev == Device::CPU) return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #ifdef MXSERVE_HAVE_CUDA
   if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::linear_gemv_supported(a))
-    return route("linear_gemv", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+    return route(norm ? "rmsnorm_linear_gemv" : "linear_gemv", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #endif
-  return route("linear_gemm", dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
+  return route(norm ? "rmsnorm_linear_gemm" : "linear_gemm", dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
 }
 
 Status gather_rows(const GatherRowsArgs& a) {
@@ -187,14 +209,45 @@ Status check_batch_and_cache(const char* op, const TokenBatch& b, const KvLayer&
   MX_TRY(same_dim(op, "cache head dim", c.k.dim(3), Dh));
   return ok_status();
 }
-}  // namespace
 
-Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
+Status check_qkv_rope_cache(const QkvRopeCacheArgs& a) {
   const Device dev = a.qkv.device;
   MX_TRY(check_batch_and_cache("qkv_rope_cache", a.batch, a.cache, a.qkv, a.n_heads, a.n_kv_heads, a.head_dim, dev));
   MX_TRY(expect(a.rope.inv_freq, "qkv_rope_cache", "inv_freq", {DType::F32}, 1, dev));
   MX_TRY(same_dim("qkv_rope_cache", "rope frequencies", a.rope.inv_freq.dim(0), a.head_dim / 2));
+  return ok_status();
+}
+}  // namespace
+
+Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
+  MX_TRY(check_qkv_rope_cache(a));
+  const Device dev = a.qkv.device;
   return route("qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
+}
+
+Status qkv_projection(const QkvProjectionArgs& a) {
+  const LinearArgs lin{.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm};
+  const QkvRopeCacheArgs rc{.qkv = a.qkv,
+                            .n_heads = a.n_heads,
+                            .n_kv_heads = a.n_kv_heads,
+                            .head_dim = a.head_dim,
+                            .rope = a.rope,
+                            .batch = a.batch,
+                            .cache = a.cache};
+  MX_TRY(check_linear(lin));
+  MX_TRY(check_qkv_rope_cache(rc));
+  const Device dev = a.qkv.device;
+  const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.norm.weight, &a.qkv, &a.qkv}) +
+                       2.0 * double(a.qkv.dim(0)) * a.n_kv_heads * a.head_dim * dtype_size(a.qkv.dtype);
+  if (dev == Device::CPU)
+    return route("qkv_projection", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+#ifdef MXSERVE_HAVE_CUDA
+  if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::qkv_projection_fused_supported(a))
+    return route("qkv_projection_fused", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+#endif
+  // The two ops in a row (each routed, and profiled, on its own).
+  MX_TRY(linear(lin));
+  return qkv_rope_cache(rc);
 }
 
 Status attention(const AttentionArgs& a) {
@@ -224,6 +277,40 @@ Status router_topk(const RouterTopkArgs& a) {
            a.logits.dim(1));
   MX_TRY(same_dim("router_topk", "tokens", a.logits.dim(0), a.ids.dim(0)));
   return route("router_topk", dev, a, cpu::router_topk, MX_CUDA_FN(router_topk), nbytes({&a.logits, &a.ids, &a.weights}));
+}
+
+Status moe_router(const MoeRouterArgs& a) {
+  const Device dev = a.x.device;
+  MX_TRY(expect(a.x, "moe_router", "x", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.norm_weight, "moe_router", "norm weight", {DType::BF16, DType::F32}, 1, dev));
+  MX_TRY(expect(a.w, "moe_router", "w", {DType::BF16}, 2, dev));
+  MX_TRY(expect(a.xn, "moe_router", "xn", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.logits, "moe_router", "logits", {act_dtype(dev), DType::F32}, 2, dev));
+  MX_TRY(expect(a.ids, "moe_router", "ids", {DType::I32}, 2, dev));
+  MX_TRY(expect(a.weights, "moe_router", "weights", {DType::F32}, 2, dev));
+  const int64_t T = a.x.dim(0), D = a.x.dim(1), E = a.w.dim(0), K = a.ids.dim(1);
+  if (!a.bias.empty()) {
+    MX_TRY(expect(a.bias, "moe_router", "bias", {DType::BF16}, 1, dev));
+    MX_TRY(same_dim("moe_router", "bias length", a.bias.dim(0), E));
+  }
+  MX_TRY(same_dim("moe_router", "norm weight length", a.norm_weight.dim(0), D));
+  MX_TRY(same_dim("moe_router", "router input features", a.w.dim(1), D));
+  MX_TRY(same_dim("moe_router", "xn width", a.xn.dim(1), D));
+  MX_TRY(same_dim("moe_router", "experts", a.logits.dim(1), E));
+  MX_TRY(same_dim("moe_router", "weights width", a.weights.dim(1), K));
+  for (const Tensor* t : {&a.xn, &a.logits, &a.ids, &a.weights}) MX_TRY(same_dim("moe_router", "tokens", t->dim(0), T));
+  MX_CHECK(K >= 1 && K <= E, "moe_router: k={} with {} experts", K, E);
+  MX_CHECK(a.xn.data != a.x.data, "moe_router: xn must not alias x");
+  const double bytes = nbytes({&a.x, &a.norm_weight, &a.w, &a.bias, &a.xn, &a.logits, &a.ids, &a.weights});
+  if (dev == Device::CPU) return route("moe_router", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
+#ifdef MXSERVE_HAVE_CUDA
+  if (T <= kMoeRouterFusedMaxTokens && cuda::moe_router_fused_supported(a))
+    return route("moe_router_fused", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
+#endif
+  // The three ops in a row (each routed, and profiled, on its own).
+  MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
+  MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits}));
+  return router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights});
 }
 
 Status moe(const MoeArgs& a) {
@@ -288,15 +375,21 @@ Status add_i32(const AddI32Args& a) {
 std::vector<std::string> dispatch_summary(Device device) {
   if (device == Device::CPU) return {"all ops: CPU reference (fp32 activations, fp32 accumulation)"};
   return {
-      fmt::format("linear (qkv, o, router, lm_head): T <= {} -> bf16_bf16w_gemv, else cuBLASLt BF16 GEMM",
+      fmt::format("linear (o, lm_head): T <= {} -> bf16_bf16w_gemv, else [rmsnorm +] cuBLASLt BF16 GEMM",
                   kLinearGemvMaxTokens),
+      fmt::format("qkv_projection: T <= {} -> bf16_bf16w_gemv with the attention RMSNorm, RoPE and the KV-cache "
+                  "write fused, else linear -> qkv_rope_cache",
+                  kLinearGemvMaxTokens),
+      fmt::format("moe_router: T <= {} -> bf16_bf16w_norm_router_topk (rmsnorm + router GEMV + top-k in one "
+                  "kernel), else rmsnorm -> linear -> router_topk",
+                  kMoeRouterFusedMaxTokens),
       fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else bf16_mxfp4w_moe_grouped "
                   "(device routing + grouped MXFP4 GEMM)",
                   kMoeGroupedMinTokens),
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> bf16_attention_prefill (tiled, tensor "
                   "cores), else bf16_attention_decode (split over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq),
-      "rmsnorm, qkv_rope_cache, router_topk, sample: one kernel each",
+      "rmsnorm (final norm), sample: one kernel each",
   };
 }
 

@@ -84,7 +84,15 @@ struct RmsNormArgs {
 };
 Status rmsnorm(const RmsNormArgs& a);
 
-// out = x · W^T + bias (+ residual). With `residual`, out must alias it (out += x·W^T + bias).
+// An RMSNorm applied to a linear's input inside the op (no normalised copy of x is written).
+struct InputNorm {
+  Tensor weight;  // (Kin) bf16 or f32; empty: x is used as it is
+  float eps = 1e-5f;
+};
+
+// out = x' · W^T + bias (+ out), x' = x, or with `norm` x' = rmsnorm(x) with the values ops::rmsnorm
+// would write to an act buffer (BF16-rounded on CUDA): rmsnorm + linear as one op, fused into the
+// GEMV kernel for decode (dispatch.cpp). With Accumulate::IntoOut, out += x'·W^T + bias (residual).
 enum class Accumulate { No, IntoOut };
 struct LinearArgs {
   Tensor x;     // (T, Kin) act
@@ -92,6 +100,7 @@ struct LinearArgs {
   Tensor bias;  // (N) bf16, optional (empty)
   Tensor out;   // (T, N) act, or f32 for logits
   Accumulate accumulate = Accumulate::No;
+  InputNorm norm;  // optional
 };
 Status linear(const LinearArgs& a);
 
@@ -124,6 +133,22 @@ struct QkvRopeCacheArgs {
 };
 Status qkv_rope_cache(const QkvRopeCacheArgs& a);
 
+// The attention block's input as one op: qkv = linear(x, w, bias, norm), then qkv_rope_cache on
+// it, with the same results as those two ops; on CUDA for decode one GEMV kernel whose epilogue
+// rotates q and k and writes k and v to the cache (dispatch.cpp).
+struct QkvProjectionArgs {
+  Tensor x;        // (T, D) act: the residual stream (with `norm`) or a normalised input
+  InputNorm norm;  // optional: the attention RMSNorm
+  Tensor w;        // ((H + 2·Hkv)·Dh, D) bf16
+  Tensor bias;     // ((H + 2·Hkv)·Dh) bf16, optional (empty)
+  Tensor qkv;      // (T, (H + 2·Hkv)·Dh) act out: q and k heads rotated, v heads
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  RopeTable rope;
+  TokenBatch batch;
+  KvLayer cache;
+};
+Status qkv_projection(const QkvProjectionArgs& a);
+
 // Attention of every token's q heads over its sequence's cached keys 0..pos (or the last
 // `window` of them), with one learned sink logit per q head; q head h uses kv head h / (H/Hkv).
 struct AttentionArgs {
@@ -145,6 +170,22 @@ struct RouterTopkArgs {
   Tensor weights;  // (T, K) f32
 };
 Status router_topk(const RouterTopkArgs& a);
+
+// The MoE block's entry as one op: xn = rmsnorm(x), logits = xn · W^T + bias, then ids, weights =
+// router_topk(logits) (over the logits as stored in their dtype). The same results as those three
+// ops in a row; one kernel on CUDA for decode (dispatch.cpp), which also writes xn for ops::moe.
+struct MoeRouterArgs {
+  Tensor x;            // (T, D) act: residual stream
+  Tensor norm_weight;  // (D) bf16 or f32
+  float eps = 1e-5f;
+  Tensor w;            // (E, D) bf16 router
+  Tensor bias;         // (E) bf16, optional (empty)
+  Tensor xn;           // (T, D) act out: normalised x, the MoE's input
+  Tensor logits;       // (T, E) act or f32 out
+  Tensor ids;          // (T, K) i32 out
+  Tensor weights;      // (T, K) f32 out
+};
+Status moe_router(const MoeRouterArgs& a);
 
 // MXFP4 expert weights of one layer, in the checkpoint layout (GPTOSS_SPEC §2.1, §3) unless a
 // backend repacked them at load (see docs/KERNELS.md).

@@ -1,6 +1,8 @@
 // gpt-oss forward (GPTOSS_SPEC §4.1): embed -> per layer [RMSNorm -> qkv -> RoPE + cache write ->
 // attention with sinks (window on sliding layers) -> o_proj + residual -> RMSNorm -> router top-k
-// -> MXFP4 experts + residual] -> final RMSNorm -> lm_head.
+// -> MXFP4 experts + residual] -> final RMSNorm -> lm_head. The attention norm + qkv + RoPE + cache
+// write is one op (qkv_projection) and the MoE norm + router + top-k another (moe_router): decode
+// runs each as one kernel.
 #include "model/forward.h"
 
 #include <cmath>
@@ -56,9 +58,12 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
     const LayerWeights& L = w.layers[size_t(l)];
     const ops::TokenBatch& batch = c.window_of_layer(l) > 0 ? sliding_batch : a.batch;
     // Attention block.
-    MX_TRY(ops::rmsnorm({.x = x, .weight = L.attn_norm, .eps = float(c.rms_norm_eps), .out = xn}));
-    MX_TRY(ops::linear({.x = xn, .w = L.qkv_w, .bias = L.qkv_b, .out = qkv}));
-    MX_TRY(ops::qkv_rope_cache({.qkv = qkv,
+    const float eps = float(c.rms_norm_eps);
+    MX_TRY(ops::qkv_projection({.x = x,
+                                .norm = {.weight = L.attn_norm, .eps = eps},
+                                .w = L.qkv_w,
+                                .bias = L.qkv_b,
+                                .qkv = qkv,
                                 .n_heads = c.num_attention_heads,
                                 .n_kv_heads = c.num_key_value_heads,
                                 .head_dim = c.head_dim,
@@ -77,9 +82,15 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                            .out = attn}));
     MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut}));
     // MoE block.
-    MX_TRY(ops::rmsnorm({.x = x, .weight = L.mlp_norm, .eps = float(c.rms_norm_eps), .out = xn}));
-    MX_TRY(ops::linear({.x = xn, .w = L.router_w, .bias = L.router_b, .out = router}));
-    MX_TRY(ops::router_topk({.logits = router, .ids = top_ids, .weights = top_w}));
+    MX_TRY(ops::moe_router({.x = x,
+                            .norm_weight = L.mlp_norm,
+                            .eps = eps,
+                            .w = L.router_w,
+                            .bias = L.router_b,
+                            .xn = xn,
+                            .logits = router,
+                            .ids = top_ids,
+                            .weights = top_w}));
     MX_TRY(ops::moe({.x = xn,
                      .ids = top_ids,
                      .weights = top_w,

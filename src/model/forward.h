@@ -17,7 +17,7 @@ class Workspace {
   int max_logit_rows() const { return max_rows_; }
 
   Tensor x;        // (T, D) act: residual stream
-  Tensor xn;       // (T, D) act: normalised input of a sublayer
+  Tensor xn;       // (T, D) act: normalised input of the MoE (written by moe_router)
   Tensor qkv;      // (T, (H + 2·Hkv)·Dh) act
   Tensor attn;     // (T, H·Dh) act
   Tensor router;   // (T, E) act

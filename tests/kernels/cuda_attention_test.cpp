@@ -1,8 +1,11 @@
-// CUDA qkv_rope_cache and the split-K decode attention kernel against the CPU reference over a
-// shuffled paged cache: depths 0..32768, the 128 window, odd head groups, a prefill chunk.
+// CUDA qkv_rope_cache, qkv_projection (norm + qkv GEMV + RoPE + cache write) and the split-K decode
+// attention kernel against the CPU reference over a shuffled paged cache: depths 0..32768, the 128
+// window, odd head groups, a prefill chunk.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <numeric>
 
 #include "cuda_attention_fixture.h"
 #ifdef MXSERVE_HAVE_CUDA
@@ -86,6 +89,183 @@ TEST(CudaAttention, RopeCacheMatchesReference) {
   EXPECT_TRUE(all_close(download(qkv.gpu), host_floats(qkv), 1e-3, 8e-3));
   EXPECT_TRUE(all_close(download(f.k.gpu), host_floats(f.k), 1e-3, 8e-3));
   EXPECT_EQ(download(f.v.gpu), host_floats(f.v));
+}
+
+// qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel for T <= 2,
+// linear -> qkv_rope_cache above. Checked three ways: the qkv row against the CPU reference
+// (NMSE), the k and v the CPU wrote to the cache slots of the batch (NMSE), and the whole GPU
+// cache against the unfused GPU ops on an identical cache (elementwise: a write to a wrong slot
+// or head shows as a random value).
+struct ProjCase {
+  Layout L;
+  int64_t D;
+  std::vector<int32_t> pos, seq;
+  bool norm;
+};
+
+struct ProjRun {
+  std::vector<float> qkv_gpu, qkv_cpu, qkv_unfused;
+  std::vector<float> cache_gpu, cache_unfused;  // k then v, whole caches
+  std::vector<float> slots_gpu, slots_cpu;      // k then v of the batch's slots
+};
+
+ProjRun run_projection(const ProjCase& c, uint64_t seed) {
+  const Layout& L = c.L;
+  const int S = *std::max_element(c.seq.begin(), c.seq.end()) + 1;
+  const int max_blocks = *std::max_element(c.pos.begin(), c.pos.end()) / L.B + 1;
+  Fixture f(L, S, max_blocks, c.pos, c.seq, seed, /*pool=*/97);
+  Fixture g(L, S, max_blocks, c.pos, c.seq, seed, /*pool=*/97);  // same cache, for the unfused ops
+  const int64_t T = int64_t(c.pos.size()), N = L.width(), D = c.D;
+  std::vector<float> inv(size_t(L.Dh / 2));
+  for (int i = 0; i < L.Dh / 2; ++i) inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh));
+  Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
+  Mirror x = act(random_floats(size_t(T * D), seed + 1, -2.0f, 2.0f), {T, D});
+  Mirror nw = bf16_weights(random_floats(size_t(D), seed + 2, 0.5f, 2.0f), {D});
+  Mirror w = bf16_weights(random_floats(size_t(N * D), seed + 3, -0.05f, 0.05f), {N, D});
+  Mirror b = bf16_weights(random_floats(size_t(N), seed + 4), {N});
+  Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
+  Mirror qkv_u = act(std::vector<float>(size_t(T * N)), {T, N});
+  const Tensor none;
+  for (const bool gpu : {true, false}) {
+    const ops::QkvProjectionArgs a{.x = gpu ? x.gpu : x.cpu,
+                                   .norm = {.weight = c.norm ? (gpu ? nw.gpu : nw.cpu) : none},
+                                   .w = gpu ? w.gpu : w.cpu,
+                                   .bias = gpu ? b.gpu : b.cpu,
+                                   .qkv = gpu ? qkv.gpu : qkv.cpu,
+                                   .n_heads = L.H,
+                                   .n_kv_heads = L.Hkv,
+                                   .head_dim = L.Dh,
+                                   .rope = {.inv_freq = gpu ? inv_freq.gpu : inv_freq.cpu,
+                                            .concentration = 1.3465736f},
+                                   .batch = f.batch(gpu),
+                                   .cache = f.cache(gpu)};
+    const Status st = ops::qkv_projection(a);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  // The unfused GPU ops on cache g.
+  const ops::InputNorm norm_u{.weight = c.norm ? nw.gpu : none};
+  EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = qkv_u.gpu, .norm = norm_u}).ok());
+  EXPECT_TRUE(ops::qkv_rope_cache({.qkv = qkv_u.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
+                                   .rope = {.inv_freq = inv_freq.gpu, .concentration = 1.3465736f},
+                                   .batch = g.batch(true), .cache = g.cache(true)})
+                  .ok());
+  ProjRun r{.qkv_gpu = download(qkv.gpu), .qkv_cpu = host_floats(qkv), .qkv_unfused = download(qkv_u.gpu)};
+  const std::vector<float> kg = download(f.k.gpu), vg = download(f.v.gpu);
+  const std::vector<float> kc = host_floats(f.k), vc = host_floats(f.v);
+  r.cache_gpu = kg;
+  r.cache_gpu.insert(r.cache_gpu.end(), vg.begin(), vg.end());
+  r.cache_unfused = download(g.k.gpu);
+  const std::vector<float> vu = download(g.v.gpu);
+  r.cache_unfused.insert(r.cache_unfused.end(), vu.begin(), vu.end());
+  const int32_t* table = reinterpret_cast<const int32_t*>(f.tables.host.data());
+  for (const auto* pair : {&kg, &vg}) {
+    const std::vector<float>& cpu_side = pair == &kg ? kc : vc;
+    for (int64_t t = 0; t < T; ++t) {
+      const int pos = c.pos[size_t(t)];
+      const int64_t block = table[int64_t(c.seq[size_t(t)]) * max_blocks + pos / L.B];
+      const int64_t off = (block * L.B + pos % L.B) * L.Hkv * L.Dh;
+      r.slots_gpu.insert(r.slots_gpu.end(), pair->begin() + off, pair->begin() + off + L.Hkv * L.Dh);
+      r.slots_cpu.insert(r.slots_cpu.end(), cpu_side.begin() + off, cpu_side.begin() + off + L.Hkv * L.Dh);
+    }
+  }
+  return r;
+}
+
+// qkv and cache values: three bf16 roundings in a row on the GPU (x', the linear output, the
+// rotation), ~2^-9 relative each: NMSE up to ~1.1e-5 measured (H100, T = 3); 3e-5 still catches a
+// wrong row, head or rotation (the corrupted output below: ~1e-3).
+constexpr double kProjectionNmse = 3e-5;
+
+TEST(CudaAttention, QkvProjectionMatchesReference) {
+  MX_REQUIRE_CUDA();
+  const Layout odd{.H = 6, .Hkv = 2, .Dh = 10, .B = 16};
+  const ProjCase cases[] = {
+      {{}, 2880, {4097}, {0}, true},             // gpt-oss decode: fused GEMV
+      {{}, 2880, {0, 131071}, {0, 1}, true},     // two sequences, far position: fused at T = 2
+      {{}, 2880, {5, 6, 7}, {0, 0, 0}, true},    // T = 3: linear (rmsnorm + cuBLASLt) -> qkv_rope_cache
+      {{}, 2880, {300}, {0}, false},             // no input norm
+      {odd, 72, {17, 3}, {0, 1}, true},          // odd heads: fused
+      {odd, 72, {1, 2, 3, 4, 5}, {0, 0, 1, 1, 1}, true},  // odd heads, unfused
+  };
+  uint64_t seed = 700;
+  for (const ProjCase& c : cases) {
+    const ProjRun r = run_projection(c, seed += 10);
+    const std::string where = "T=" + std::to_string(c.pos.size()) + " H=" + std::to_string(c.L.H) +
+                              (c.norm ? " norm" : " no norm");
+    EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse) << where;
+    EXPECT_LT(nmse(r.slots_gpu, r.slots_cpu), kProjectionNmse) << where;
+    // Fused vs unfused on the GPU: the same bf16 values up to an FP32 sum of squares' last bit
+    // and the fma contraction of the rotation (1 bf16 ulp).
+    EXPECT_TRUE(all_close(r.qkv_gpu, r.qkv_unfused, 1e-3, 8e-3)) << where;
+    EXPECT_TRUE(all_close(r.cache_gpu, r.cache_unfused, 1e-3, 8e-3)) << where;
+  }
+}
+
+// Times the attention block's input at decode inside CUDA graphs, qkv weights rotated over 4
+// copies (118 MB, past L2), 120b layout: rmsnorm + GEMV + qkv_rope_cache (before this change),
+// GEMV with the norm + qkv_rope_cache, and qkv_projection as one kernel. Prints a table for
+// PERFORMANCE.md: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
+TEST(CudaAttention, DISABLED_QkvProjectionSweep) {
+  MX_REQUIRE_CUDA();
+  const Layout L;
+  const int64_t D = 2880, N = L.width();
+  std::vector<Mirror> ws;
+  for (int i = 0; i < 4; ++i)
+    ws.push_back(bf16_weights(random_floats(size_t(N * D), 950 + uint64_t(i), -0.05f, 0.05f), {N, D}));
+  Mirror nw = bf16_weights(random_floats(size_t(D), 960, 0.5f, 2.0f), {D});
+  Mirror b = bf16_weights(random_floats(size_t(N), 961), {N});
+  std::vector<float> inv(size_t(L.Dh / 2));
+  for (int i = 0; i < L.Dh / 2; ++i) inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh));
+  Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
+  const ops::RopeTable rope{.inv_freq = inv_freq.gpu, .concentration = 1.3465736f};
+  std::printf("| T | rmsnorm + gemv + rope_cache us | gemv(norm) + rope_cache us | qkv_projection us |\n"
+              "|---|---|---|---|\n");
+  for (const std::vector<int32_t>& pos : {std::vector<int32_t>{4097}, std::vector<int32_t>{4097, 100}}) {
+    const int64_t T = int64_t(pos.size());
+    std::vector<int32_t> seq(pos.size());
+    std::iota(seq.begin(), seq.end(), 0);  // one sequence per token
+    Fixture f(L, 2, 4097 / L.B + 1, pos, seq, 970, /*pool=*/97);
+    Mirror x = act(random_floats(size_t(T * D), 971, -3.0f, 3.0f), {T, D});
+    Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
+    Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
+    const ops::QkvRopeCacheArgs rc{.qkv = qkv.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
+                                   .rope = rope, .batch = f.batch(true), .cache = f.cache(true)};
+    const double unfused = graph_us_per_call(
+        [&](int i) -> Status {
+          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
+          MX_TRY(ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu}));
+          return ops::qkv_rope_cache(rc);
+        },
+        32, 20);
+    const double norm_only = graph_us_per_call(
+        [&](int i) -> Status {
+          MX_TRY(ops::linear(
+              {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu, .norm = {.weight = nw.gpu}}));
+          return ops::qkv_rope_cache(rc);
+        },
+        32, 20);
+    const double fused = graph_us_per_call(
+        [&](int i) {
+          return ops::qkv_projection({.x = x.gpu, .norm = {.weight = nw.gpu}, .w = ws[size_t(i % 4)].gpu,
+                                      .bias = b.gpu, .qkv = qkv.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv,
+                                      .head_dim = L.Dh, .rope = rope, .batch = f.batch(true), .cache = f.cache(true)});
+        },
+        32, 20);
+    std::printf("| %lld | %.2f | %.2f | %.2f |\n", static_cast<long long>(T), unfused, norm_only, fused);
+  }
+}
+
+TEST(CudaAttention, QkvProjectionComparisonCatchesCorruptedOutput) {
+  MX_REQUIRE_CUDA();
+  ProjRun r = run_projection({{}, 2880, {4097}, {0}, true}, 901);
+  EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse);
+  EXPECT_GT(nmse(corrupted(r.qkv_gpu), r.qkv_cpu), kProjectionNmse);
+  EXPECT_GT(nmse(corrupted(r.slots_gpu), r.slots_cpu), kProjectionNmse);
+  // One k head written one slot off: the whole-cache comparison must see it.
+  std::vector<float> shifted = r.cache_gpu;
+  const size_t head = 64;
+  for (size_t i = 0; i < head; ++i) std::swap(shifted[i], shifted[i + 8 * head]);
+  EXPECT_FALSE(all_close(shifted, r.cache_unfused, 1e-3, 8e-3));
 }
 
 }  // namespace

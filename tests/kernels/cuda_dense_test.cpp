@@ -1,6 +1,9 @@
-// CUDA dense ops (embed, gather_rows, rmsnorm, linear: GEMV and cuBLASLt paths) against the CPU
-// reference on the same seeded bf16-rounded inputs, at gpt-oss sizes and odd ones.
+// CUDA dense ops (embed, gather_rows, rmsnorm, linear: GEMV and cuBLASLt paths, with and without
+// the input RMSNorm) against the CPU reference on the same seeded bf16-rounded inputs, at gpt-oss
+// sizes and odd ones.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include "cuda_test_util.h"
 
@@ -101,6 +104,95 @@ TEST(CudaDense, ComparisonCatchesCorruptedOutput) {
   const auto [gpu, cpu] = run_linear({1, 2880, 2880, true, false, ops::Accumulate::No}, 9);
   EXPECT_LT(nmse(gpu, cpu), kLinearNmse);
   EXPECT_GT(nmse(corrupted(gpu), cpu), kLinearNmse);
+}
+
+// linear with an input RMSNorm (x is the residual stream): the fused GEMV for T <= 2, the rmsnorm
+// kernel + cuBLASLt above; the CPU normalises in f32, the GPU rounds x' to bf16 first (~2^-9
+// relative per element, NMSE ~1e-6 of the output, under kLinearNmse).
+struct NormCase {
+  int64_t T, N, Kin;
+};
+
+struct NormRun {
+  std::vector<float> gpu, cpu, gpu_unfused;
+};
+
+NormRun run_norm_linear(const NormCase& c, uint64_t seed) {
+  Mirror x = act(random_floats(size_t(c.T * c.Kin), seed, -3.0f, 3.0f), {c.T, c.Kin});
+  Mirror nw = bf16_weights(random_floats(size_t(c.Kin), seed + 1, 0.5f, 2.0f), {c.Kin});
+  Mirror w = bf16_weights(random_floats(size_t(c.N * c.Kin), seed + 2, -0.05f, 0.05f), {c.N, c.Kin});
+  Mirror b = bf16_weights(random_floats(size_t(c.N), seed + 3), {c.N});
+  Mirror out = act(random_floats(size_t(c.T * c.N), seed + 4), {c.T, c.N});
+  Mirror xn = act(std::vector<float>(size_t(c.T * c.Kin)), {c.T, c.Kin});
+  Mirror ref = act(std::vector<float>(size_t(c.T * c.N)), {c.T, c.N});
+  EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}}).ok());
+  EXPECT_TRUE(ops::linear({.x = x.cpu, .w = w.cpu, .bias = b.cpu, .out = out.cpu, .norm = {.weight = nw.cpu}}).ok());
+  // The unfused CUDA ops: rmsnorm kernel, then linear.
+  EXPECT_TRUE(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}).ok());
+  EXPECT_TRUE(ops::linear({.x = xn.gpu, .w = w.gpu, .bias = b.gpu, .out = ref.gpu}).ok());
+  return {download(out.gpu), host_floats(out), download(ref.gpu)};
+}
+
+TEST(CudaDense, LinearWithInputNormMatchesReference) {
+  MX_REQUIRE_CUDA();
+  const NormCase cases[] = {
+      {1, 5120, 2880},  // attention norm + qkv, fused GEMV
+      {2, 5120, 2880},  // fused GEMV at its token limit
+      {2, 37, 72},      // odd sizes, fused GEMV
+      {3, 37, 72},      // odd sizes (GEMV kernel limit 4, dispatch: rmsnorm + cuBLASLt)
+      {1, 33, 8},       // one 16-byte chunk per row
+      {4, 5120, 2880},  // rmsnorm + cuBLASLt
+      {64, 5120, 2880}, // prefill
+  };
+  uint64_t seed = 500;
+  for (const NormCase& c : cases) {
+    const NormRun r = run_norm_linear(c, seed += 10);
+    EXPECT_LT(nmse(r.gpu, r.cpu), kLinearNmse) << "T=" << c.T << " N=" << c.N << " Kin=" << c.Kin;
+    // Against the unfused CUDA ops: the same bf16 x' unless a sum of squares differs in its last
+    // bit (FP32 summation order) and flips a rounding (one flipped element of 2880: NMSE ~5e-9);
+    // 1e-7 is 100x below the CPU bound and 10^4 below a corrupted output.
+    EXPECT_LT(nmse(r.gpu, r.gpu_unfused), 1e-7) << "fused vs unfused, T=" << c.T << " Kin=" << c.Kin;
+  }
+}
+
+TEST(CudaDense, InputNormComparisonCatchesCorruptedOutput) {
+  MX_REQUIRE_CUDA();
+  const NormRun r = run_norm_linear({1, 5120, 2880}, 77);
+  EXPECT_LT(nmse(r.gpu, r.cpu), kLinearNmse);
+  EXPECT_GT(nmse(corrupted(r.gpu), r.cpu), kLinearNmse);
+  EXPECT_GT(nmse(corrupted(r.gpu), r.gpu_unfused), 1e-7);
+}
+
+// Times the attention-norm + qkv input at decode (fused GEMV vs rmsnorm kernel + GEMV) inside CUDA
+// graphs, weights rotated over 4 copies (118 MB, past L2). Prints a table for PERFORMANCE.md:
+// --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
+TEST(CudaDense, DISABLED_InputNormSweep) {
+  MX_REQUIRE_CUDA();
+  const int64_t N = 5120, Kin = 2880;
+  std::vector<Mirror> ws;
+  for (int i = 0; i < 4; ++i)
+    ws.push_back(bf16_weights(random_floats(size_t(N * Kin), 900 + i, -0.05f, 0.05f), {N, Kin}));
+  Mirror nw = bf16_weights(random_floats(size_t(Kin), 910, 0.5f, 2.0f), {Kin});
+  Mirror b = bf16_weights(random_floats(size_t(N), 911), {N});
+  std::printf("| T | rmsnorm + gemv us | fused us |\n|---|---|---|\n");
+  for (const int64_t T : {1, 2}) {
+    Mirror x = act(random_floats(size_t(T * Kin), 920, -3.0f, 3.0f), {T, Kin});
+    Mirror xn = act(std::vector<float>(size_t(T * Kin)), {T, Kin});
+    Mirror out = act(std::vector<float>(size_t(T * N)), {T, N});
+    const double unfused = graph_us_per_call(
+        [&](int i) -> Status {
+          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
+          return ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu});
+        },
+        32, 20);
+    const double fused = graph_us_per_call(
+        [&](int i) {
+          return ops::linear(
+              {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}});
+        },
+        32, 20);
+    std::printf("| %lld | %.2f | %.2f |\n", static_cast<long long>(T), unfused, fused);
+  }
 }
 
 }  // namespace

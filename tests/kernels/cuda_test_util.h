@@ -3,8 +3,10 @@
 // skip when no CUDA device is present.
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "core/dtype.h"
@@ -86,6 +88,25 @@ inline std::vector<float> host_floats(const Mirror& m) {
   std::vector<float> out(size_t(m.cpu.numel()));
   std::memcpy(out.data(), m.host.data(), out.size() * 4);
   return out;
+}
+
+// Microseconds per call of `call` replayed inside a CUDA graph (launch gaps removed, as in a decode
+// step): one graph of `per_graph` calls (call(i) for i = 0..per_graph-1), replayed `replays` times.
+inline double graph_us_per_call(const std::function<Status(int)>& call, int per_graph, int replays) {
+  for (int i = 0; i < per_graph; ++i) EXPECT_TRUE(call(i).ok());  // eager: grows the scratch first
+  auto g = ops::StepGraph::capture(Device::CUDA, [&]() -> Status {
+    for (int i = 0; i < per_graph; ++i) MX_TRY(call(i));
+    return ok_status();
+  });
+  EXPECT_TRUE(g.ok());
+  if (!g.ok()) return 0.0;
+  EXPECT_TRUE(g->replay().ok());
+  EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < replays; ++r) EXPECT_TRUE(g->replay().ok());
+  EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  return us / (double(replays) * per_graph);
 }
 
 // Every 10th element scaled by 1.1: an NMSE near 1e-3, what a broken row or lane looks like.

@@ -1,5 +1,6 @@
-// CPU reference for attention: YaRN RoPE + paged KV-cache write, and attention with learned sinks
-// and an optional sliding window over the paged cache (GPTOSS_SPEC §4.4, §4.5).
+// CPU reference for attention: YaRN RoPE + paged KV-cache write (qkv_projection: linear first), and
+// attention with learned sinks and an optional sliding window over the paged cache (GPTOSS_SPEC
+// §4.4, §4.5).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -61,6 +62,17 @@ Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
     }
   });
   return ok_status();
+}
+
+Status qkv_projection(const ops::QkvProjectionArgs& a) {
+  MX_TRY(linear({.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm}));
+  return qkv_rope_cache({.qkv = a.qkv,
+                         .n_heads = a.n_heads,
+                         .n_kv_heads = a.n_kv_heads,
+                         .head_dim = a.head_dim,
+                         .rope = a.rope,
+                         .batch = a.batch,
+                         .cache = a.cache});
 }
 
 Status attention(const ops::AttentionArgs& a) {

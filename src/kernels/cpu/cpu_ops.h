@@ -12,8 +12,10 @@ Status rmsnorm(const ops::RmsNormArgs& a);
 Status linear(const ops::LinearArgs& a);
 Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
+Status qkv_projection(const ops::QkvProjectionArgs& a);  // linear -> qkv_rope_cache
 Status attention(const ops::AttentionArgs& a);
 Status router_topk(const ops::RouterTopkArgs& a);
+Status moe_router(const ops::MoeRouterArgs& a);  // rmsnorm -> linear -> router_topk
 Status moe(const ops::MoeArgs& a);
 Status fill_random(const ops::FillRandomArgs& a);
 Status sample(const ops::SampleArgs& a);

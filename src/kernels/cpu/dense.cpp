@@ -1,4 +1,5 @@
-// CPU reference for the dense ops: embedding lookup, RMSNorm, linear (x·W^T + b), row gather.
+// CPU reference for the dense ops: embedding lookup, RMSNorm, linear (x·W^T + b, optionally of
+// rmsnorm(x)), row gather.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -21,24 +22,36 @@ Status embed(const ops::EmbedArgs& a) {
   return ok_status();
 }
 
-Status rmsnorm(const ops::RmsNormArgs& a) {
-  const int64_t T = a.x.dim(0), D = a.x.dim(1);
-  const float* x = a.x.ptr<const float>();
-  float* out = a.out.ptr<float>();
+namespace {
+
+// out (T, D) = rmsnorm of the rows of x (T, D); out may alias x.
+void rmsnorm_rows(const float* x, const Tensor& weight, float eps, int64_t T, int64_t D, float* out) {
   parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       double ss = 0;
       for (int64_t d = 0; d < D; ++d) ss += double(x[t * D + d]) * x[t * D + d];
-      const float r = 1.0f / std::sqrt(float(ss / double(D)) + a.eps);
-      for (int64_t d = 0; d < D; ++d) out[t * D + d] = (x[t * D + d] * r) * load_f32(a.weight, d);
+      const float r = 1.0f / std::sqrt(float(ss / double(D)) + eps);
+      for (int64_t d = 0; d < D; ++d) out[t * D + d] = (x[t * D + d] * r) * load_f32(weight, d);
     }
   });
+}
+
+}  // namespace
+
+Status rmsnorm(const ops::RmsNormArgs& a) {
+  rmsnorm_rows(a.x.ptr<const float>(), a.weight, a.eps, a.x.dim(0), a.x.dim(1), a.out.ptr<float>());
   return ok_status();
 }
 
 Status linear(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1), N = a.w.dim(0);
   const float* x = a.x.ptr<const float>();
+  std::vector<float> normed;  // with a.norm: rmsnorm(x), the values ops::rmsnorm would write
+  if (!a.norm.weight.empty()) {
+    normed.resize(size_t(T * Kin));
+    rmsnorm_rows(x, a.norm.weight, a.norm.eps, T, Kin, normed.data());
+    x = normed.data();
+  }
   float* out = a.out.ptr<float>();
   const bool accumulate = a.accumulate == ops::Accumulate::IntoOut;
   // Each chunk of output features converts its weight rows once and reuses them for all tokens.

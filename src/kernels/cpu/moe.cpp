@@ -1,7 +1,7 @@
-// CPU reference for the mixture of experts: router top-k + softmax over the k, and the MXFP4
-// experts (gate_up with interleaved rows -> clamped SwiGLU with the +1 -> down), weighted and
-// summed into the residual (GPTOSS_SPEC §3, §4.6, §4.7). Each expert's weight rows are decoded
-// once per call and applied to every token routed to it.
+// CPU reference for the mixture of experts: router top-k + softmax over the k (moe_router: rmsnorm
+// -> router linear -> top-k), and the MXFP4 experts (gate_up with interleaved rows -> clamped SwiGLU
+// with the +1 -> down), weighted and summed into the residual (GPTOSS_SPEC §3, §4.6, §4.7). Each
+// expert's weight rows are decoded once per call and applied to every token routed to it.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -46,6 +46,12 @@ Status router_topk(const ops::RouterTopkArgs& a) {
     }
   }
   return ok_status();
+}
+
+Status moe_router(const ops::MoeRouterArgs& a) {
+  MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
+  MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits}));
+  return router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights});
 }
 
 Status moe(const ops::MoeArgs& a) {

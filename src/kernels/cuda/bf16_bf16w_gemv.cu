@@ -1,29 +1,142 @@
-// bf16_bf16w_gemv: out (T, N) (=|+=) x (T, Kin) . W (N, Kin)^T + bias for T <= kGemvMaxTokens
-// (decode). A warp owns kRows output rows; each lane streams 16-byte weight chunks, kUnroll chunks
-// per row in flight, and reuses every chunk for all T tokens. FP32 accumulation, one rounding.
-// Launched as a programmatic dependent: the first weight chunks load during the previous kernel's tail.
+// bf16_bf16w_gemv: out (T, N) (=|+=) x' (T, Kin) . W (N, Kin)^T + bias for T <= kGemvMaxTokens
+// (decode), x' = x or, with a norm weight, rmsnorm(x) rounded to BF16 (the RMSNorm fused: every
+// block normalises x while staging it in shared memory); with the qkv epilogue, the q and k rows
+// are RoPE-rotated and k, v written to the paged cache (qkv_rope_cache fused). A warp owns kRows
+// output rows; each lane streams 16-byte weight chunks, kUnroll chunks per row in flight, and
+// reuses every chunk for all T tokens. FP32 accumulation, one rounding. Launched as a programmatic
+// dependent: the first weight chunks (and the norm weight) load during the previous kernel's tail.
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace mx::cuda::kern {
 namespace {
 
 constexpr int kWarps = 4;   // warps per block
+constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 2;    // output rows per warp
 constexpr int kUnroll = 4;  // 16-byte chunks per row in flight per lane
 
+enum class InNorm { No, RmsNorm };
+
+// xs (T, kv) <- bf16((x * rsqrt(mean(x^2) + eps)) * norm weight), the values of bf16_bf16w_rmsnorm
+// up to FP32 summation order; nws (kv) holds the norm weight. All threads of the block call it.
 template <int T>
-__global__ void __launch_bounds__(kWarps * 32) bf16_bf16w_gemv(const uint4* __restrict__ x, const uint4* __restrict__ w,
-                                                              const __nv_bfloat16* __restrict__ bias, void* out,
-                                                              bool out_f32, bool accumulate, int64_t N, int64_t kv) {
+__device__ void stage_rmsnorm(const uint4* __restrict__ x, const uint4* nws, uint4* xs, int64_t kv, float eps) {
+  __shared__ float partial[kWarps][T];
+  float ss[T] = {};
+  for (int64_t c = threadIdx.x; c < kv; c += kThreads)
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const uint4 v = __ldg(x + t * kv + c);
+      xs[t * kv + c] = v;
+      float f[8];
+      dev::unpack_bf16x8(v, f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss[t] = fmaf(f[i], f[i], ss[t]);
+    }
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    ss[t] = dev::warp_sum(ss[t]);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32][t] = ss[t];
+  }
+  __syncthreads();
+  float r[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += partial[w][t];
+    r[t] = 1.0f / sqrtf(total / float(kv * 8) + eps);
+  }
+  for (int64_t c = threadIdx.x; c < kv; c += kThreads) {  // each thread rewrites what it staged
+    float wf[8];
+    dev::unpack_bf16x8(nws[c], wf);
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      float f[8];
+      dev::unpack_bf16x8(xs[t * kv + c], f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = (f[i] * r[t]) * wf[i];
+      xs[t * kv + c] = dev::pack_bf16x8(f);
+    }
+  }
+  __syncthreads();
+}
+
+// Epilogue: store (out = / += y), or the qkv epilogue of qkv_rope_cache: q and k rows paired
+// (i, i + Dh/2) within a head and rotated, k and v also written to the paged cache.
+enum class Epilogue { Store, RopeCache };
+
+// Output rows of warp `pair` (kRows == 2): rows 2·pair, 2·pair + 1; with RopeCache the q and k
+// rows h·Dh + i and h·Dh + i + Dh/2 (pair = h·Dh/2 + i), then the v rows as usual. Returns the
+// rotation index i, or -1 when the pair is not rotated.
+template <Epilogue kEpi>
+__device__ __forceinline__ int rows_of_pair(int64_t pair, const RopeCacheParams& rope, int64_t (&rows)[kRows]) {
+  static_assert(kRows == 2, "rows are rotation pairs");
+  if constexpr (kEpi == Epilogue::RopeCache) {
+    const int half = rope.Dh / 2;
+    if (pair < int64_t(rope.H + rope.Hkv) * half) {
+      const int64_t h = pair / half, i = pair % half;
+      rows[0] = h * rope.Dh + i;
+      rows[1] = rows[0] + half;
+      return int(i);
+    }
+  }
+  rows[0] = 2 * pair;
+  rows[1] = 2 * pair + 1;
+  return -1;
+}
+
+// RopeCache epilogue of one token (lane 0): y are the two rows' outputs incl. bias (FP32).
+__device__ __forceinline__ void rope_cache_store(const RopeCacheParams& rope, int t, const int64_t (&rows)[kRows],
+                                                 int rot_i, const float (&y)[kRows], __nv_bfloat16* out, int64_t N) {
+  float v0 = __bfloat162float(__float2bfloat16(y[0])), v1 = __bfloat162float(__float2bfloat16(y[1]));  // qkv is bf16
+  const int pos = rope.positions[t];
+  if (rot_i >= 0) {  // as bf16_qkv_rope_cache: one FP32 rotation of the bf16 values, one rounding
+    float sn, cs;
+    sincosf(float(pos) * rope.inv_freq[rot_i], &sn, &cs);
+    cs *= rope.concentration;
+    sn *= rope.concentration;
+    const float r0 = v0 * cs - v1 * sn, r1 = v1 * cs + v0 * sn;
+    v0 = r0;
+    v1 = r1;
+  }
+  const __nv_bfloat16 o[kRows] = {__float2bfloat16(v0), __float2bfloat16(v1)};
+  const int64_t k0 = int64_t(rope.H) * rope.Dh, v_start = k0 + int64_t(rope.Hkv) * rope.Dh;
+  __nv_bfloat16* cache = nullptr;
+  int64_t base = 0;
+  if (rows[0] >= k0) {  // a k or v row: the cache slot of this token, laid out (Hkv, Dh) like qkv
+    const int32_t block = rope.block_tables[int64_t(rope.seq_index[t]) * rope.max_blocks + pos / rope.block_size];
+    const int64_t slot = (int64_t(block) * rope.block_size + pos % rope.block_size) * rope.Hkv * rope.Dh;
+    const bool is_v = rows[0] >= v_start;
+    cache = static_cast<__nv_bfloat16*>(is_v ? rope.v_cache : rope.k_cache) + slot;
+    base = is_v ? v_start : k0;
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    out[int64_t(t) * N + rows[r]] = o[r];
+    if (cache) cache[rows[r] - base] = o[r];
+  }
+}
+
+template <int T, InNorm kNorm, Epilogue kEpi>
+__global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restrict__ x, const uint4* __restrict__ w,
+                                                            const __nv_bfloat16* __restrict__ bias,
+                                                            const uint4* __restrict__ norm_w, float eps, void* out,
+                                                            bool out_f32, bool accumulate, int64_t N, int64_t kv,
+                                                            const RopeCacheParams rope) {
+  extern __shared__ uint4 smem[];  // with kNorm: x' (T, kv), then the norm weight (kv)
   const int lane = threadIdx.x % 32;
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
-  if (row0 >= N) return;
+  const int64_t pair = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  int64_t rows[kRows];
+  const int rot_i = rows_of_pair<kEpi>(pair, rope, rows);
+  const bool active = rows[0] < N;  // with kNorm every warp takes part in staging
+  if (kNorm == InNorm::No && !active) return;
   const uint4* wr[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) wr[r] = w + (row0 + r < N ? row0 + r : row0) * kv;
+  for (int r = 0; r < kRows; ++r) wr[r] = w + (rows[r] < N ? rows[r] : (active ? rows[0] : 0)) * kv;
 
   // Weights stream from the start (launched as a programmatic dependent: they do not depend on
-  // the previous kernel); x and out only after pdl_wait.
+  // the previous kernel); x, out and the token batch only after pdl_wait.
   uint4 wv[kUnroll][kRows];
   auto load_w = [&](int64_t c0) {
 #pragma unroll
@@ -34,9 +147,20 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_bf16w_gemv(const uint4* __re
         wv[u][r] = c < kv ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
       }
   };
-  load_w(lane);
-  dev::pdl_launch_dependents();
-  dev::pdl_wait();
+  if (active) load_w(lane);
+  const uint4* xsrc = x;
+  if constexpr (kNorm == InNorm::RmsNorm) {
+    uint4* nws = smem + T * kv;
+    for (int64_t c = threadIdx.x; c < kv; c += kThreads) nws[c] = __ldg(norm_w + c);
+    dev::pdl_launch_dependents();
+    dev::pdl_wait();
+    stage_rmsnorm<T>(x, nws, smem, kv, eps);
+    if (!active) return;
+    xsrc = smem;
+  } else {
+    dev::pdl_launch_dependents();
+    dev::pdl_wait();
+  }
   float acc[T][kRows] = {};
   for (int64_t c0 = lane; c0 < kv; c0 += 32 * kUnroll) {
     uint4 xv[kUnroll][T];
@@ -44,7 +168,12 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_bf16w_gemv(const uint4* __re
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + 32 * u;
 #pragma unroll
-      for (int t = 0; t < T; ++t) xv[u][t] = c < kv ? __ldg(x + t * kv + c) : make_uint4(0, 0, 0, 0);
+      for (int t = 0; t < T; ++t) {
+        if constexpr (kNorm == InNorm::RmsNorm)
+          xv[u][t] = c < kv ? xsrc[t * kv + c] : make_uint4(0, 0, 0, 0);
+        else
+          xv[u][t] = c < kv ? __ldg(xsrc + t * kv + c) : make_uint4(0, 0, 0, 0);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
@@ -63,42 +192,68 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_bf16w_gemv(const uint4* __re
     if (c0 + 32 * kUnroll < kv) load_w(c0 + 32 * kUnroll);
   }
 #pragma unroll
-  for (int t = 0; t < T; ++t)
+  for (int t = 0; t < T; ++t) {
+    float y[kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float v = dev::warp_sum(acc[t][r]);
-      const int64_t n = row0 + r;
-      if (lane != 0 || n >= N) continue;
-      const float y = v + (bias ? __bfloat162float(bias[n]) : 0.0f);
-      if (out_f32) {
-        float& o = static_cast<float*>(out)[t * N + n];
-        o = accumulate ? o + y : y;
-      } else {
-        __nv_bfloat16& o = static_cast<__nv_bfloat16*>(out)[t * N + n];
-        o = __float2bfloat16(accumulate ? __bfloat162float(o) + y : y);
+    for (int r = 0; r < kRows; ++r)
+      y[r] = dev::warp_sum(acc[t][r]) + (bias && rows[r] < N ? __bfloat162float(bias[rows[r]]) : 0.0f);
+    if (lane != 0) continue;
+    if constexpr (kEpi == Epilogue::RopeCache) {
+      rope_cache_store(rope, t, rows, rot_i, y, static_cast<__nv_bfloat16*>(out), N);  // N even: both rows exist
+    } else {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t n = rows[r];
+        if (n >= N) continue;
+        if (out_f32) {
+          float& o = static_cast<float*>(out)[t * N + n];
+          o = accumulate ? o + y[r] : y[r];
+        } else {
+          __nv_bfloat16& o = static_cast<__nv_bfloat16*>(out)[t * N + n];
+          o = __float2bfloat16(accumulate ? __bfloat162float(o) + y[r] : y[r]);
+        }
       }
     }
+  }
+}
+
+template <int T, InNorm kNorm, Epilogue kEpi>
+cudaError_t launch(const GemvParams& p, cudaStream_t s) {
+  const int64_t warps = (p.N + kRows - 1) / kRows;
+  const size_t smem = gemv_smem_bytes(p.T, p.Kin, p.norm_weight != nullptr);
+  return launch_pdl(bf16_bf16w_gemv<T, kNorm, kEpi>, dim3(unsigned((warps + kWarps - 1) / kWarps)), dim3(kThreads),
+                    smem, s, static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w),
+                    static_cast<const __nv_bfloat16*>(p.bias), static_cast<const uint4*>(p.norm_weight), p.norm_eps,
+                    p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8, p.rope);
 }
 
 template <int T>
-cudaError_t launch(const GemvParams& p, cudaStream_t s) {
-  const int64_t warps = (p.N + kRows - 1) / kRows;
-  return launch_pdl(bf16_bf16w_gemv<T>, dim3(unsigned((warps + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, s,
-                    static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w),
-                    static_cast<const __nv_bfloat16*>(p.bias), p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8);
+cudaError_t launch_t(const GemvParams& p, cudaStream_t s) {
+  if (p.rope_cache)
+    return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::RopeCache>(p, s)
+                         : launch<T, InNorm::No, Epilogue::RopeCache>(p, s);
+  return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::Store>(p, s)
+                       : launch<T, InNorm::No, Epilogue::Store>(p, s);
 }
 
 }  // namespace
 
-// Requires Kin % 8 == 0 and 16-byte aligned x, w (checked by the launcher).
+size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm) { return norm ? size_t(T + 1) * size_t(Kin) * 2 : 0; }
+
+// Requires Kin % 8 == 0, 16-byte aligned x, w (and norm weight), gemv_smem_bytes <= kGemvMaxSmem;
+// with rope_cache a bf16 out (the qkv row), no accumulate, N = (H + 2 Hkv) Dh, Dh even (checked by
+// the launcher).
 cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s) {
+  if (p.rope_cache && (p.out_f32 || p.accumulate || p.rope.Dh % 2 != 0 ||
+                       p.N != int64_t(p.rope.H + 2 * p.rope.Hkv) * p.rope.Dh))
+    return cudaErrorInvalidValue;
   static_assert(kGemvMaxTokens == 4, "one instantiation per token count below");
   switch (p.T) {
     case 0: return cudaSuccess;
-    case 1: return launch<1>(p, s);
-    case 2: return launch<2>(p, s);
-    case 3: return launch<3>(p, s);
-    case 4: return launch<4>(p, s);
+    case 1: return launch_t<1>(p, s);
+    case 2: return launch_t<2>(p, s);
+    case 3: return launch_t<3>(p, s);
+    case 4: return launch_t<4>(p, s);
     default: return cudaErrorInvalidValue;
   }
 }

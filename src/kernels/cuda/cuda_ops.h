@@ -22,15 +22,21 @@ void set_current_stream(void* stream);
 // ops (one file per kernel family)
 Status embed(const ops::EmbedArgs& a);
 Status rmsnorm(const ops::RmsNormArgs& a);
-Status linear_gemv(const ops::LinearArgs& a);  // bf16_bf16w_gemv, T <= kern::kGemvMaxTokens
-Status linear_gemm(const ops::LinearArgs& a);  // cuBLASLt
+Status linear_gemv(const ops::LinearArgs& a);  // bf16_bf16w_gemv, T <= kern::kGemvMaxTokens, input norm fused
+Status linear_gemm(const ops::LinearArgs& a);  // cuBLASLt (after the rmsnorm kernel with an input norm)
 bool linear_gemv_supported(const ops::LinearArgs& a);  // shape/alignment contract of the GEMV
 Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
+// qkv_projection for T <= kern::kGemvMaxTokens: bf16_bf16w_gemv with the RoPE + cache epilogue
+Status qkv_projection_fused(const ops::QkvProjectionArgs& a);
+bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a);
 Status attention_decode(const ops::AttentionArgs& a);   // bf16_attention_decode: split-K, any T
 Status attention_prefill(const ops::AttentionArgs& a);  // bf16_attention_prefill: tiled, many tokens
 bool attention_prefill_supported(const ops::AttentionArgs& a);  // head_dim, group size, alignment
 Status router_topk(const ops::RouterTopkArgs& a);
+// moe_router for T <= kern::kRouterFusedMaxTokens: bf16_bf16w_norm_router_topk (launch_router.cpp)
+Status moe_router_fused(const ops::MoeRouterArgs& a);
+bool moe_router_fused_supported(const ops::MoeRouterArgs& a);  // the fused kernel's contract
 Status moe(const ops::MoeArgs& a);
 Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)
 

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace mx::cuda::kern {
@@ -30,22 +31,6 @@ struct RmsNormParams {
 };
 cudaError_t run_bf16_bf16w_rmsnorm(const RmsNormParams& p, cudaStream_t s);
 
-// bf16_bf16w_gemv.cu: out (T, N) (=|+=) x (T, Kin) . W (N, Kin)^T + bias, T <= kGemvMaxTokens.
-inline constexpr int kGemvMaxTokens = 4;
-struct GemvParams {
-  const void* x;     // (T, Kin) bf16
-  const void* w;     // (N, Kin) bf16
-  const void* bias;  // (N) bf16 or null
-  void* out;         // (T, N) bf16 or f32
-  bool out_f32, accumulate;
-  int64_t T, N, Kin;
-};
-cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s);
-
-// bf16_bf16w_gemm.cu: out (T, N) (+)= bias (N) broadcast, the pre-pass of the cuBLASLt path.
-cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool accumulate, int64_t T, int64_t N,
-                               cudaStream_t s);
-
 // bf16_qkv_rope_cache.cu
 struct RopeCacheParams {
   void* qkv;  // (T, (H + 2 Hkv) Dh) bf16, rotated in place
@@ -60,6 +45,31 @@ struct RopeCacheParams {
   int H, Hkv, Dh;
 };
 cudaError_t run_bf16_qkv_rope_cache(const RopeCacheParams& p, cudaStream_t s);
+
+// bf16_bf16w_gemv.cu: out (T, N) (=|+=) x' (T, Kin) . W (N, Kin)^T + bias, T <= kGemvMaxTokens;
+// x' = x, or rmsnorm(x) rounded to bf16 when norm_weight is set (x staged in shared memory); with
+// rope_cache, out is the qkv row and the epilogue does bf16_qkv_rope_cache's work (rope.qkv and
+// rope.T unused).
+inline constexpr int kGemvMaxTokens = 4;
+inline constexpr size_t kGemvMaxSmem = 48 * 1024;  // gemv_smem_bytes limit (no opt-in)
+struct GemvParams {
+  const void* x;     // (T, Kin) bf16
+  const void* w;     // (N, Kin) bf16
+  const void* bias;  // (N) bf16 or null
+  void* out;         // (T, N) bf16 or f32; must not alias x when norm_weight is set
+  bool out_f32, accumulate;
+  int64_t T, N, Kin;
+  const void* norm_weight = nullptr;  // (Kin) bf16, or null: no input norm
+  float norm_eps = 1e-5f;
+  bool rope_cache = false;
+  RopeCacheParams rope{};
+};
+size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm);  // dynamic shared memory of a launch
+cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s);
+
+// bf16_bf16w_gemm.cu: out (T, N) (+)= bias (N) broadcast, the pre-pass of the cuBLASLt path.
+cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool accumulate, int64_t T, int64_t N,
+                               cudaStream_t s);
 
 // bf16_attention_decode.cu: split-K attention over the paged cache (any T; Dh == 64, H/Hkv <= 8).
 inline constexpr int kAttnHeadDim = 64;
@@ -117,6 +127,28 @@ struct RouterTopkParams {
   int E, K;
 };
 cudaError_t run_bf16_router_topk(const RouterTopkParams& p, cudaStream_t s);
+
+// bf16_bf16w_norm_router_topk.cu: the MoE block's entry in one kernel for T <= kRouterFusedMaxTokens:
+// xn = rmsnorm(x) (bf16), logits = xn . W^T + bias (stored in their dtype), then the last block to
+// finish (an arrival counter in device memory, reset by that block) runs the top-k + softmax of
+// bf16_router_topk over the stored logits. Calls must not overlap (one engine stream).
+inline constexpr int kRouterFusedMaxTokens = 8;
+inline constexpr int kRouterFusedMaxD = 4096;  // 2 16-byte chunks per thread of 256
+struct NormRouterTopkParams {
+  const void* x;            // (T, D) bf16
+  const void* norm_weight;  // (D) bf16
+  float eps;
+  const void* w;     // (E, D) bf16
+  const void* bias;  // (E) bf16 or null
+  void* xn;          // (T, D) bf16 out, not aliasing x
+  void* logits;      // (T, E) bf16 or f32 out
+  bool logits_f32;
+  int32_t* ids;    // (T, K)
+  float* weights;  // (T, K)
+  int64_t T;
+  int D, E, K;
+};
+cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaStream_t s);
 
 // bf16_mxfp4w_moe_gemv.cu: the MXFP4 expert GEMVs straight from the top-k ids.
 inline constexpr int kMoeMaxK = 8;

@@ -1,5 +1,6 @@
-// Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, and linear as the GEMV kernel or
-// cuBLASLt — dispatch.cpp chooses): each checks its kernel's contract and returns a Status.
+// Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, and linear, with or without an input
+// RMSNorm, as the GEMV kernel or cuBLASLt — dispatch.cpp chooses; qkv_projection as the GEMV with
+// its RoPE + cache epilogue): each checks its kernel's contract and returns a Status.
 #include <cublasLt.h>
 
 #include "kernels/cuda/launch_util.h"
@@ -16,16 +17,52 @@ Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Te
   return kernel_status("bf16_gather_rows", kern::run_bf16_gather_rows(p, stream()));
 }
 
-Status launch_bf16_bf16w_gemv(const ops::LinearArgs& a) {
+// The GEMV's parameters for a linear, after its contract is checked.
+Result<kern::GemvParams> gemv_params(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
   MX_CHECK(T <= kern::kGemvMaxTokens, "bf16_bf16w_gemv: {} tokens > {}", T, kern::kGemvMaxTokens);
   MX_CHECK(Kin % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data),
            "bf16_bf16w_gemv: needs Kin % 8 == 0 and 16-byte aligned x, w (Kin={})", Kin);
+  const bool norm = !a.norm.weight.empty();
+  if (norm) {
+    MX_CHECK(a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data),
+             "bf16_bf16w_gemv: the input norm weight must be bf16 and 16-byte aligned");
+    MX_CHECK(kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem,
+             "bf16_bf16w_gemv: {} tokens of {} features do not fit the input-norm staging ({} bytes)", T, Kin,
+             kern::kGemvMaxSmem);
+    MX_CHECK(a.out.data != a.x.data, "bf16_bf16w_gemv: out must not alias x with an input norm");
+  }
   const kern::GemvParams p{.x = a.x.data, .w = a.w.data, .bias = a.bias.data, .out = a.out.data,
                            .out_f32 = a.out.dtype == DType::F32,
                            .accumulate = a.accumulate == ops::Accumulate::IntoOut, .T = T, .N = a.w.dim(0),
-                           .Kin = Kin};
+                           .Kin = Kin, .norm_weight = norm ? a.norm.weight.data : nullptr, .norm_eps = a.norm.eps};
+  return p;
+}
+
+Status launch_bf16_bf16w_gemv(const ops::LinearArgs& a) {
+  MX_ASSIGN(const kern::GemvParams p, gemv_params(a));
   return kernel_status("bf16_bf16w_gemv", kern::run_bf16_bf16w_gemv(p, stream()));
+}
+
+ops::LinearArgs linear_of(const ops::QkvProjectionArgs& a) {
+  return {.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm};
+}
+
+// qkv_projection as one GEMV: the qkv epilogue rotates q, k and writes k, v to the cache.
+Status launch_bf16_bf16w_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
+  MX_ASSIGN(kern::GemvParams p, gemv_params(linear_of(a)));
+  MX_CHECK(a.cache.k.dtype == DType::BF16 && a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 &&
+               a.cache.v.dim(1) == a.cache.k.dim(1) && a.cache.v.dim(2) == a.cache.k.dim(2) &&
+               a.cache.v.dim(3) == a.cache.k.dim(3) && a.batch.block_tables.dim(1) > 0,
+           "bf16_bf16w_gemv (qkv epilogue): bf16 k and v caches of one layout and a block table needed");
+  MX_CHECK(a.qkv.dtype == DType::BF16, "bf16_bf16w_gemv (qkv epilogue): qkv must be bf16");
+  p.rope_cache = true;
+  p.rope = {.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(), .concentration = a.rope.concentration,
+            .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
+            .block_tables = a.batch.block_tables.ptr<const int32_t>(), .k_cache = a.cache.k.data,
+            .v_cache = a.cache.v.data, .T = a.qkv.dim(0), .max_blocks = a.batch.block_tables.dim(1),
+            .block_size = a.cache.k.dim(1), .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
+  return kernel_status("bf16_bf16w_gemv (qkv epilogue)", kern::run_bf16_bf16w_gemv(p, stream()));
 }
 
 #define MX_CUBLAS(call)                                                                        \
@@ -55,9 +92,12 @@ Result<cublasLtHandle_t> lt_handle() {
 }
 
 // out (T, N) = x (T, Kin) . W^T (+ out when beta = 1): column-major out^T = W . x^T, i.e.
-// D (N x T) = op_T(A: Kin x N, ld Kin) . B (Kin x T, ld Kin).
+// D (N x T) = op_T(A: Kin x N, ld Kin) . B (Kin x T, ld Kin). With an input norm, the rmsnorm
+// kernel first writes rmsnorm(x) to the workspace, behind cuBLASLt's part of it.
 Status launch_bf16_bf16w_gemm(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1), N = a.w.dim(0);
+  const bool norm = !a.norm.weight.empty();
+  const size_t xn_bytes = norm ? size_t(T * Kin) * 2 : 0;
   const bool out_f32 = a.out.dtype == DType::F32, acc = a.accumulate == ops::Accumulate::IntoOut;
   const bool bias = !a.bias.empty();
   if (bias)  // out = bias or out += bias first, then the GEMM adds into it (beta = 1)
@@ -67,7 +107,16 @@ Status launch_bf16_bf16w_gemm(const ops::LinearArgs& a) {
   cublasLtHandle_t handle;
   MX_ASSIGN(handle, lt_handle());
   void* ws;
-  MX_ASSIGN(ws, workspace(kCublasLtWorkspace));
+  MX_ASSIGN(ws, workspace(kCublasLtWorkspace + xn_bytes));
+  const void* x = a.x.data;
+  if (norm) {
+    void* xn = static_cast<char*>(ws) + kCublasLtWorkspace;
+    const kern::RmsNormParams p{.x = a.x.data, .weight = a.norm.weight.data,
+                                .weight_f32 = a.norm.weight.dtype == DType::F32, .out = xn, .T = T, .D = Kin,
+                                .eps = a.norm.eps};
+    MX_TRY(kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream())));
+    x = xn;
+  }
   LtDescs d;
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   const cudaDataType_t out_type = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -85,7 +134,7 @@ Status launch_bf16_bf16w_gemm(const ops::LinearArgs& a) {
   int found = 0;
   MX_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found));
   MX_CHECK(found > 0, "cuBLASLt: no algorithm for a {}x{}x{} BF16 GEMM", T, N, Kin);
-  MX_CUBLAS(cublasLtMatmul(handle, d.op, &alpha, a.w.data, d.a, a.x.data, d.b, &beta, a.out.data, d.c, a.out.data,
+  MX_CUBLAS(cublasLtMatmul(handle, d.op, &alpha, a.w.data, d.a, x, d.b, &beta, a.out.data, d.c, a.out.data,
                            d.c, &heur.algo, ws, kCublasLtWorkspace, stream()));
   return ok_status();
 }
@@ -106,7 +155,21 @@ Status rmsnorm(const ops::RmsNormArgs& a) {
 }
 
 bool linear_gemv_supported(const ops::LinearArgs& a) {
-  return a.x.dim(0) <= kern::kGemvMaxTokens && a.x.dim(1) % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data);
+  const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
+  const bool norm_ok = a.norm.weight.empty() ||
+                       (a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data) &&
+                        kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem && a.out.data != a.x.data);
+  return T <= kern::kGemvMaxTokens && Kin % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data) && norm_ok;
+}
+
+bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
+  const ops::LinearArgs lin = linear_of(a);
+  return linear_gemv_supported(lin) && a.qkv.dtype == DType::BF16 && a.cache.k.dtype == DType::BF16 &&
+         a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 && a.batch.block_tables.dim(1) > 0;
+}
+
+Status qkv_projection_fused(const ops::QkvProjectionArgs& a) {
+  return a.x.dim(0) == 0 ? ok_status() : launch_bf16_bf16w_gemv_rope_cache(a);
 }
 
 Status linear_gemv(const ops::LinearArgs& a) {

@@ -1,0 +1,147 @@
+// bf16_bf16w_norm_router_topk: the MoE block's entry (rmsnorm -> router GEMV -> top-k + softmax)
+// as one kernel for decode. Block e computes router row e for all T tokens: it normalises x itself
+// (FP32 sum of squares, the BF16 rounding of bf16_bf16w_rmsnorm), dots it with the row, stores the
+// logit; block 0 also writes xn. The last block to arrive (device-memory counter) runs the top-k of
+// bf16_router_topk over the stored logits and resets the counter. Launched as a programmatic
+// dependent: the router row and the norm weight load during the previous kernel's tail.
+#include "kernels/cuda/topk.cuh"
+
+namespace mx::cuda::kern {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunks = kRouterFusedMaxD / (8 * kThreads);  // 16-byte chunks of a row per thread
+constexpr int kMaxT = kRouterFusedMaxTokens;
+
+// Blocks of the current call that have stored their logits; the last one resets it to 0.
+__device__ unsigned int g_blocks_done = 0;
+
+// v[j] <- the sum of v[j] over the block, for j < n (every thread gets the totals, in one order).
+__device__ __forceinline__ void block_sum(float (&v)[kMaxT], int n, float (&partial)[kWarps][kMaxT]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < kMaxT; ++j)
+    if (j < n) {
+      v[j] = dev::warp_sum(v[j]);
+      if (lane == 0) partial[warp][j] = v[j];
+    }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kMaxT; ++j)
+    if (j < n) {
+      float s = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) s += partial[w][j];
+      v[j] = s;
+    }
+  __syncthreads();  // partial may be reused
+}
+
+__global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRouterTopkParams p) {
+  __shared__ float partial[kWarps][kMaxT];
+  __shared__ bool last;
+  const int e = blockIdx.x;  // router row (expert)
+  const int T = int(p.T), kv = p.D / 8;
+  const uint4* x = static_cast<const uint4*>(p.x);
+  const uint4* wrow = static_cast<const uint4*>(p.w) + int64_t(e) * kv;
+  const uint4* nw = static_cast<const uint4*>(p.norm_weight);
+  uint4 wv[kChunks], nv[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    wv[i] = c < kv ? __ldcs(wrow + c) : make_uint4(0, 0, 0, 0);
+    nv[i] = c < kv ? __ldg(nw + c) : make_uint4(0, 0, 0, 0);
+  }
+  const float bias = p.bias ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[e]) : 0.0f;
+  dev::pdl_launch_dependents();
+  dev::pdl_wait();
+
+  // Sum of squares of every token.
+  uint4 xv[kMaxT][kChunks];
+  float acc[kMaxT] = {};
+#pragma unroll
+  for (int t = 0; t < kMaxT; ++t)
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      xv[t][i] = t < T && c < kv ? __ldg(x + int64_t(t) * kv + c) : make_uint4(0, 0, 0, 0);
+      float f[8];
+      dev::unpack_bf16x8(xv[t][i], f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[t] = fmaf(f[j], f[j], acc[t]);
+    }
+  block_sum(acc, T, partial);
+
+  // xn = bf16((x * r) * w_norm); the logit = xn . row.
+#pragma unroll
+  for (int t = 0; t < kMaxT; ++t) {
+    const float r = 1.0f / sqrtf(acc[t] / float(p.D) + p.eps);
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      if (t >= T || c >= kv) continue;
+      float f[8], g[8], h[8];
+      dev::unpack_bf16x8(xv[t][i], f);
+      dev::unpack_bf16x8(nv[i], g);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] = (f[j] * r) * g[j];
+      const uint4 xn = dev::pack_bf16x8(f);
+      if (e == 0) static_cast<uint4*>(p.xn)[int64_t(t) * kv + c] = xn;
+      dev::unpack_bf16x8(xn, f);
+      dev::unpack_bf16x8(wv[i], h);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) dot = fmaf(f[j], h[j], dot);
+    }
+    acc[t] = dot;
+  }
+  block_sum(acc, T, partial);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int t = 0; t < kMaxT; ++t) {
+      if (t >= T) continue;
+      const float y = acc[t] + bias;
+      if (p.logits_f32)
+        static_cast<float*>(p.logits)[int64_t(t) * p.E + e] = y;
+      else
+        static_cast<__nv_bfloat16*>(p.logits)[int64_t(t) * p.E + e] = __float2bfloat16(y);
+    }
+    __threadfence();  // the logits are visible device-wide before this block counts as done
+    last = atomicAdd(&g_blocks_done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+
+  // The last block: top-k of every token over the stored logits (read through L2).
+  __threadfence();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int t = warp; t < T; t += kWarps) {
+    float v[dev::kTopkPerLane];
+#pragma unroll
+    for (int i = 0; i < dev::kTopkPerLane; ++i) {
+      const int ei = lane + 32 * i;
+      const int64_t at = int64_t(t) * p.E + ei;
+      const auto* l16 = static_cast<const unsigned short*>(p.logits);
+      v[i] = ei >= p.E      ? -INFINITY
+             : p.logits_f32 ? __ldcg(static_cast<const float*>(p.logits) + at)
+                            : __uint_as_float(uint32_t(__ldcg(l16 + at)) << 16);  // bf16 -> f32
+    }
+    dev::warp_topk_softmax(v, p.E, p.K, p.ids + int64_t(t) * p.K, p.weights + int64_t(t) * p.K);
+  }
+  if (threadIdx.x == 0) atomicExch(&g_blocks_done, 0u);
+}
+
+}  // namespace
+
+// Requires T <= kRouterFusedMaxTokens, D % 8 == 0, D <= kRouterFusedMaxD, E <= kTopkMaxExperts,
+// K <= kTopkMaxK, 16-byte aligned x, norm weight, w and xn (checked by the launcher).
+cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaStream_t s) {
+  if (p.T == 0) return cudaSuccess;
+  if (p.T > kRouterFusedMaxTokens || p.D % 8 != 0 || p.D > kRouterFusedMaxD || p.E > kTopkMaxExperts ||
+      p.K > kTopkMaxK)
+    return cudaErrorInvalidValue;
+  return launch_pdl(bf16_bf16w_norm_router_topk, dim3(unsigned(p.E)), dim3(kThreads), 0, s, p);
+}
+
+}  // namespace mx::cuda::kern

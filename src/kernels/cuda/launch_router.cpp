@@ -1,0 +1,41 @@
+// Launcher of the fused MoE router (moe_router for decode: bf16_bf16w_norm_router_topk); checks the
+// kernel's contract. dispatch.cpp routes larger T, or shapes outside the contract, through
+// rmsnorm -> linear -> router_topk instead.
+#include "kernels/cuda/launch_util.h"
+
+namespace mx::cuda {
+namespace {
+
+// The contract, with the reason it fails (empty when the kernel can run).
+std::string fused_contract_violation(const ops::MoeRouterArgs& a) {
+  const int64_t T = a.x.dim(0), D = a.x.dim(1), E = a.w.dim(0), K = a.ids.dim(1);
+  if (T > kern::kRouterFusedMaxTokens) return fmt::format("{} tokens > {}", T, kern::kRouterFusedMaxTokens);
+  if (D % 8 != 0 || D > kern::kRouterFusedMaxD)
+    return fmt::format("D={} (needs D % 8 == 0, D <= {})", D, kern::kRouterFusedMaxD);
+  if (E > kern::kTopkMaxExperts || K > kern::kTopkMaxK)
+    return fmt::format("E={} K={} beyond {} / {}", E, K, kern::kTopkMaxExperts, kern::kTopkMaxK);
+  if (a.norm_weight.dtype != DType::BF16) return "the norm weight is not bf16";
+  if (!aligned16(a.x.data) || !aligned16(a.norm_weight.data) || !aligned16(a.w.data) || !aligned16(a.xn.data))
+    return "x, norm weight, w and xn must be 16-byte aligned";
+  if (a.xn.data == a.x.data) return "xn must not alias x";
+  return {};
+}
+
+Status launch_bf16_bf16w_norm_router_topk(const ops::MoeRouterArgs& a) {
+  const std::string bad = fused_contract_violation(a);
+  MX_CHECK(bad.empty(), "bf16_bf16w_norm_router_topk: {}", bad);
+  const kern::NormRouterTopkParams p{.x = a.x.data, .norm_weight = a.norm_weight.data, .eps = a.eps, .w = a.w.data,
+                                     .bias = a.bias.data, .xn = a.xn.data, .logits = a.logits.data,
+                                     .logits_f32 = a.logits.dtype == DType::F32, .ids = a.ids.ptr<int32_t>(),
+                                     .weights = a.weights.ptr<float>(), .T = a.x.dim(0), .D = int(a.x.dim(1)),
+                                     .E = int(a.w.dim(0)), .K = int(a.ids.dim(1))};
+  return kernel_status("bf16_bf16w_norm_router_topk", kern::run_bf16_bf16w_norm_router_topk(p, stream()));
+}
+
+}  // namespace
+
+bool moe_router_fused_supported(const ops::MoeRouterArgs& a) { return fused_contract_violation(a).empty(); }
+
+Status moe_router_fused(const ops::MoeRouterArgs& a) { return launch_bf16_bf16w_norm_router_topk(a); }
+
+}  // namespace mx::cuda

@@ -1,0 +1,182 @@
+// CUDA moe_router (rmsnorm -> router GEMV -> top-k + softmax; one kernel for T <= 8, the three ops
+// above) against the CPU reference on fresh seeded inputs: gpt-oss sizes (D 2880, E 128 / 32, K 4)
+// and odd ones, forced ties, bf16 and f32 logits, back-to-back calls, a corrupted-output check.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "cuda_test_util.h"
+
+namespace mx::test {
+namespace {
+
+// xn and logits are bf16 on the GPU (one rounding each, ~2^-9 relative: NMSE ~1e-6) and the GPU's
+// xn feeds its logits; 1e-5 still catches one wrong row, lane or token (corrupted case: ~1e-3).
+constexpr double kRouterNmse = 1e-5;
+
+struct RouterCase {
+  int64_t T;
+  int D, E, K;
+  bool bias, f32_logits;
+};
+
+struct RouterRun {
+  std::vector<float> xn_gpu, xn_cpu, logits_gpu, logits_cpu, w_gpu, w_ref;
+  std::vector<int32_t> ids_gpu, ids_ref;  // ref: the CPU router_topk over the GPU's stored logits
+};
+
+std::vector<int32_t> download_i32(const Tensor& t) {
+  std::vector<int32_t> v(size_t(t.numel()));
+  EXPECT_TRUE(ops::copy(Tensor(v.data(), DType::I32, {t.numel()}), t).ok());
+  return v;
+}
+
+// Router rows 1 and 2 are equal with an equal bias of 50 (E >= 3; the other logits are ~N(0, 4²)),
+// so they tie at the top for every token: the lower index must come first. Rows E-2 and E-1 are
+// equal too (E >= 5). The rows' dots are summed in the same order, so the tie is exact.
+RouterRun run_router(const RouterCase& c, uint64_t seed) {
+  const int64_t T = c.T, D = c.D, E = c.E, K = c.K;
+  Mirror x = act(random_floats(size_t(T * D), seed, -3.0f, 3.0f), {T, D});
+  Mirror nw = bf16_weights(random_floats(size_t(D), seed + 1, 0.5f, 2.0f), {D});
+  std::vector<float> wv = random_floats(size_t(E * D), seed + 2, -0.1f, 0.1f);
+  std::vector<float> bv = random_floats(size_t(E), seed + 3);
+  auto copy_row = [&](int64_t dst, int64_t src) {
+    std::copy(wv.begin() + src * D, wv.begin() + (src + 1) * D, wv.begin() + dst * D);
+    bv[size_t(dst)] = bv[size_t(src)];
+  };
+  if (E >= 3) {
+    bv[1] = 50.0f;
+    copy_row(2, 1);
+  }
+  if (E >= 5) copy_row(E - 1, E - 2);
+  Mirror w = bf16_weights(wv, {E, D});
+  Mirror b = bf16_weights(bv, {E});
+  const std::vector<float> init(size_t(T * E), -7.0f);
+  Mirror logits = c.f32_logits ? raw(init, DType::F32, {T, E}) : act(init, {T, E});
+  Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
+  Mirror ids = raw(std::vector<int32_t>(size_t(T * K), -1), DType::I32, {T, K});
+  Mirror weights = raw(std::vector<float>(size_t(T * K), -1.0f), DType::F32, {T, K});
+  const Tensor no_bias;
+  for (const bool gpu : {true, false}) {
+    auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
+    EXPECT_TRUE(ops::moe_router({.x = pick(x),
+                                 .norm_weight = pick(nw),
+                                 .w = pick(w),
+                                 .bias = c.bias ? pick(b) : no_bias,
+                                 .xn = pick(xn),
+                                 .logits = pick(logits),
+                                 .ids = pick(ids),
+                                 .weights = pick(weights)})
+                    .ok());
+  }
+  RouterRun r{.xn_gpu = download(xn.gpu), .xn_cpu = host_floats(xn), .logits_gpu = download(logits.gpu),
+              .logits_cpu = host_floats(logits), .w_gpu = download(weights.gpu), .ids_gpu = download_i32(ids.gpu)};
+  r.ids_ref.assign(size_t(T * K), -1);
+  r.w_ref.assign(size_t(T * K), -1.0f);
+  EXPECT_TRUE(ops::router_topk({.logits = Tensor(r.logits_gpu.data(), DType::F32, {T, E}),
+                                .ids = Tensor(r.ids_ref.data(), DType::I32, {T, K}),
+                                .weights = Tensor(r.w_ref.data(), DType::F32, {T, K})})
+                  .ok());
+  return r;
+}
+
+void expect_matches(const RouterRun& r, const RouterCase& c) {
+  const std::string where = "T=" + std::to_string(c.T) + " D=" + std::to_string(c.D) + " E=" + std::to_string(c.E) +
+                            " K=" + std::to_string(c.K) + (c.f32_logits ? " f32 logits" : " bf16 logits");
+  EXPECT_LT(nmse(r.xn_gpu, r.xn_cpu), kRouterNmse) << where;
+  EXPECT_LT(nmse(r.logits_gpu, r.logits_cpu), kRouterNmse) << where;
+  EXPECT_EQ(r.ids_gpu, r.ids_ref) << where;  // bitwise: the top-k of the logits the GPU stored
+  EXPECT_TRUE(all_close(r.w_gpu, r.w_ref, 0, 1e-6)) << where;  // the same double softmax
+}
+
+TEST(CudaRouter, MoeRouterMatchesReference) {
+  MX_REQUIRE_CUDA();
+  const RouterCase cases[] = {
+      {1, 2880, 128, 4, true, false},  // 120b decode (fused)
+      {1, 2880, 32, 4, true, false},   // 20b decode (fused)
+      {2, 2880, 128, 4, true, true},   // f32 logits (fused)
+      {8, 2880, 32, 4, true, false},   // the fused kernel's token limit
+      {3, 72, 5, 3, true, false},      // odd sizes (fused)
+      {5, 200, 256, 8, false, true},   // E and K at the kernel limits, no bias (fused)
+      {1, 4096, 7, 1, true, false},    // D at the kernel limit, K = 1
+      {9, 2880, 128, 4, true, false},  // above the threshold: rmsnorm -> linear -> router_topk
+      {64, 2880, 32, 4, true, false},  // prefill chunk
+      {2, 36, 6, 2, true, false},      // D % 8 != 0: the three ops even at small T
+  };
+  uint64_t seed = 1000;
+  for (const RouterCase& c : cases) expect_matches(run_router(c, seed += 10), c);
+}
+
+TEST(CudaRouter, TiedRowsKeepTheLowerIndexFirst) {
+  MX_REQUIRE_CUDA();
+  const RouterCase c{4, 2880, 128, 4, true, false};
+  const RouterRun r = run_router(c, 77);
+  expect_matches(r, c);
+  for (int64_t t = 0; t < c.T; ++t) {  // rows 1 and 2 tie far above the rest: ids 1, 2 lead
+    EXPECT_EQ(r.ids_gpu[size_t(t * c.K)], 1) << "token " << t;
+    EXPECT_EQ(r.ids_gpu[size_t(t * c.K + 1)], 2) << "token " << t;
+    EXPECT_EQ(r.w_gpu[size_t(t * c.K)], r.w_gpu[size_t(t * c.K + 1)]) << "token " << t;
+  }
+}
+
+TEST(CudaRouter, BackToBackCallsEachFinish) {
+  MX_REQUIRE_CUDA();
+  // Queued without a host sync in between (the second starts in the first's tail, PDL): each call
+  // must find its own last block (the arrival counter is reset by the previous call).
+  const RouterCase c{1, 2880, 128, 4, true, false};
+  std::vector<RouterRun> runs;
+  for (int i = 0; i < 3; ++i) runs.push_back(run_router(c, 300 + 10 * uint64_t(i)));
+  for (const RouterRun& r : runs) expect_matches(r, c);
+}
+
+TEST(CudaRouter, ComparisonCatchesCorruptedOutput) {
+  MX_REQUIRE_CUDA();
+  const RouterCase c{2, 2880, 128, 4, true, false};
+  RouterRun r = run_router(c, 91);
+  expect_matches(r, c);
+  EXPECT_GT(nmse(corrupted(r.xn_gpu), r.xn_cpu), kRouterNmse);
+  EXPECT_GT(nmse(corrupted(r.logits_gpu), r.logits_cpu), kRouterNmse);
+  std::swap(r.ids_gpu[2], r.ids_gpu[3]);
+  EXPECT_NE(r.ids_gpu, r.ids_ref);
+}
+
+// Times moe_router at decode sizes (fused kernel vs rmsnorm -> linear -> router_topk) inside CUDA
+// graphs, router weights rotated over 96 copies (71 MB at E = 128, past L2), as in a decode step.
+// Prints a table for PERFORMANCE.md: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
+TEST(CudaRouter, DISABLED_ThresholdSweep) {
+  MX_REQUIRE_CUDA();
+  const int D = 2880, K = 4, kCopies = 96;
+  std::printf("| E | T | rmsnorm + linear + router_topk us | fused us |\n|---|---|---|---|\n");
+  for (const int E : {128, 32}) {
+    std::vector<Mirror> ws;
+    for (int i = 0; i < kCopies; ++i)
+      ws.push_back(bf16_weights(random_floats(size_t(E) * D, 2000 + uint64_t(i), -0.1f, 0.1f), {E, D}));
+    Mirror nw = bf16_weights(random_floats(size_t(D), 2100, 0.5f, 2.0f), {D});
+    Mirror b = bf16_weights(random_floats(size_t(E), 2101), {E});
+    for (const int64_t T : {1, 2, 4, 8}) {
+      Mirror x = act(random_floats(size_t(T * D), 2200, -3.0f, 3.0f), {T, D});
+      Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
+      Mirror logits = act(std::vector<float>(size_t(T * E)), {T, E});
+      Mirror ids = raw(std::vector<int32_t>(size_t(T * K)), DType::I32, {T, K});
+      Mirror wts = raw(std::vector<float>(size_t(T * K)), DType::F32, {T, K});
+      const double unfused = graph_us_per_call(
+          [&](int i) -> Status {
+            MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
+            MX_TRY(ops::linear({.x = xn.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu, .out = logits.gpu}));
+            return ops::router_topk({.logits = logits.gpu, .ids = ids.gpu, .weights = wts.gpu});
+          },
+          kCopies, 10);
+      const double fused = graph_us_per_call(
+          [&](int i) {
+            return ops::moe_router({.x = x.gpu, .norm_weight = nw.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu,
+                                    .xn = xn.gpu, .logits = logits.gpu, .ids = ids.gpu, .weights = wts.gpu});
+          },
+          kCopies, 10);
+      std::printf("| %d | %lld | %.2f | %.2f |\n", E, static_cast<long long>(T), unfused, fused);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mx::test
