@@ -44,6 +44,14 @@ inline std::vector<int32_t> ring_table(int S, int max_blocks, int ring) {
   return t;
 }
 
+// Entry i of every row is block i % pool: a small cache for huge positions (no two test tokens may
+// land on one slot).
+inline std::vector<int32_t> pooled_table(int S, int max_blocks, int pool) {
+  std::vector<int32_t> t(size_t(S) * max_blocks);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t(i % size_t(pool));
+  return t;
+}
+
 // A paged cache of n_blocks random blocks, a block table (S, max_blocks) and a token batch.
 struct Fixture {
   Layout L;

@@ -113,8 +113,8 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   const Layout& L = c.L;
   const int S = *std::max_element(c.seq.begin(), c.seq.end()) + 1;
   const int max_blocks = *std::max_element(c.pos.begin(), c.pos.end()) / L.B + 1;
-  Fixture f(L, S, max_blocks, c.pos, c.seq, seed, /*pool=*/97);
-  Fixture g(L, S, max_blocks, c.pos, c.seq, seed, /*pool=*/97);  // same cache, for the unfused ops
+  Fixture f(L, S, max_blocks, pooled_table(S, max_blocks, 97), 97, c.pos, c.seq, seed);
+  Fixture g(L, S, max_blocks, pooled_table(S, max_blocks, 97), 97, c.pos, c.seq, seed);  // same cache, unfused ops
   const int64_t T = int64_t(c.pos.size()), N = L.width(), D = c.D;
   std::vector<float> inv(size_t(L.Dh / 2));
   for (int i = 0; i < L.Dh / 2; ++i) inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh));
@@ -224,7 +224,7 @@ TEST(CudaAttention, DISABLED_QkvProjectionSweep) {
     const int64_t T = int64_t(pos.size());
     std::vector<int32_t> seq(pos.size());
     std::iota(seq.begin(), seq.end(), 0);  // one sequence per token
-    Fixture f(L, 2, 4097 / L.B + 1, pos, seq, 970, /*pool=*/97);
+    Fixture f(L, 2, 4097 / L.B + 1, pooled_table(2, 4097 / L.B + 1, 97), 97, pos, seq, 970);
     Mirror x = act(random_floats(size_t(T * D), 971, -3.0f, 3.0f), {T, D});
     Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
     Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
