@@ -32,6 +32,8 @@ __device__ __forceinline__ float reduce_scatter8(const float (&p)[kG], int c) {
 }
 
 __global__ void __launch_bounds__(kWarps * 32) bf16_attention_split(AttentionParams p) {
+  dev::pdl_wait();  // launched as a programmatic dependent: resident before q/k/v are written
+  dev::pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int g = blockIdx.y, split = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / 8, c = lane % 8;
@@ -166,6 +168,8 @@ __global__ void __launch_bounds__(kWarps * 32) bf16_attention_split(AttentionPar
 // split), so the loop over splits only waits on independent loads of o_s.
 __global__ void __launch_bounds__(kDh) bf16_attention_combine(AttentionParams p) {
   static_assert(kDh >= 64, "one thread per split needs blockDim >= the 64 splits");
+  dev::pdl_wait();  // the partials of bf16_attention_split
+  dev::pdl_launch_dependents();
   const int64_t t = blockIdx.x / p.H;
   const int h = blockIdx.x % p.H, d = threadIdx.x;
   const float sink = (p.sinks_f32 ? static_cast<const float*>(p.sinks)[h]
@@ -196,10 +200,12 @@ __global__ void __launch_bounds__(kDh) bf16_attention_combine(AttentionParams p)
 
 cudaError_t run_bf16_attention_decode(const AttentionParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
-  bf16_attention_split<<<dim3(unsigned(p.T), unsigned(p.Hkv), unsigned(p.splits)), kWarps * 32, 0, s>>>(p);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  bf16_attention_combine<<<unsigned(p.T * p.H), kDh, 0, s>>>(p);
-  return cudaGetLastError();
+  // Both as programmatic dependents (sm_90+): each is resident and waiting when its predecessor ends.
+  if (const cudaError_t e = launch_pdl(bf16_attention_split, dim3(unsigned(p.T), unsigned(p.Hkv), unsigned(p.splits)),
+                                       dim3(kWarps * 32), 0, s, p);
+      e != cudaSuccess)
+    return e;
+  return launch_pdl(bf16_attention_combine, dim3(unsigned(p.T * p.H)), dim3(kDh), 0, s, p);
 }
 
 }  // namespace mx::cuda::kern
