@@ -42,9 +42,10 @@ constexpr int64_t kMoeRouterFusedMaxTokens = 8;
 // Tokens above which the MoE sorts the (token, slot) pairs by expert and runs grouped GEMMs (each
 // expert's weights read once per 64 pairs) instead of the per-(token, slot) GEMVs. Measured on the
 // H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test of
-// tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md): GEMVs 783 us at T=32 and 1523 us
-// at T=64, grouped 1133 us and 1462 us; linear in between, they cross near T=59.
-constexpr int64_t kMoeGroupedMinTokens = 56;
+// tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md, "MoE GEMV on the tensor cores"),
+// route + both kernels per call: GEMVs 1054 us at T=64, 1308 at T=80, 2101 at T=128; grouped 1512,
+// 1610 and 1701 us; linear in between, they cross near T=100.
+constexpr int64_t kMoeGroupedMinTokens = 96;
 // Tokens per sequence of the call (T / block-table rows) from which attention runs the tiled
 // prefill kernel (one block per query tile of 16 tokens x 8 q heads of one sequence, each K/V tile
 // shared by all of them, tensor cores) instead of the split-K decode kernel (each token re-reads
