@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, i
   const int j0 = (blockIdx.y * kGuWarps + warp) * P;
   const int G = p.D / 32;
   auto st = Stream::make(p.gu_blocks, p.gu_scales, G, int64_t(valid ? e : 0) * p.F + j0,
-                              valid ? min(P, p.F - j0) : 0);
+                         valid ? min(P, p.F - j0) : 0);
   st.prologue();  // weights stream while x is staged
 
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + t * p.D;
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kMoeMaxK * 32) moe_gemv_down(MoeParams p, int 
   const int e = p.ids[t * p.K + k];  // written before gate_up ran, so visible before pdl_wait
   const bool valid = e >= 0 && e < p.E;
   auto st = Stream::make(p.dn_blocks, p.dn_scales, p.F / 32, int64_t(valid ? e : 0) * (p.D / 2) + i0,
-                              valid ? pairs : 0);
+                         valid ? pairs : 0);
   st.prologue();  // the weights stream during gate_up's tail
 
   dev::pdl_wait();  // act from gate_up
