@@ -19,6 +19,7 @@ using namespace moe_gemv;
 
 constexpr int kGuWarps = 4;       // gate_up: warps per block
 constexpr int kWarpsPerSm = 16;  // resident warps the work split aims at (measured: 12, 20, 24 slower)
+constexpr int kMaxPairs = 64;    // row pairs per warp at most (bounds the down kernel's partials)
 
 __device__ __forceinline__ float block_max(float v, float* red) {
   v = dev::warp_max(v);
@@ -144,7 +145,7 @@ __global__ void __launch_bounds__(kMoeMaxK * 32) moe_gemv_down(MoeParams p, int 
 // Work units per warp so that the launch fills about kWarpsPerSm warps on every SM.
 int per_warp(int64_t units, int sms) {
   const int64_t warps = int64_t(std::max(sms, 1)) * kWarpsPerSm;
-  return int(std::clamp<int64_t>((units + warps - 1) / warps, 1, 64));
+  return int(std::clamp<int64_t>((units + warps - 1) / warps, 1, kMaxPairs));
 }
 int gate_up_pairs(const MoeParams& p) { return per_warp(p.T * p.K * p.F, p.sms); }
 int down_pairs(const MoeParams& p) { return per_warp(p.T * p.K * (p.D / 2), p.sms); }
@@ -159,7 +160,7 @@ cudaError_t allow_smem(const void* kernel, size_t bytes) {
 
 }  // namespace
 
-size_t moe_gemv_smem_bytes(int D, int F, int K) { return std::max(gate_up_smem(D), down_smem(F, K, 64)); }
+size_t moe_gemv_smem_bytes(int D, int F, int K) { return std::max(gate_up_smem(D), down_smem(F, K, kMaxPairs)); }
 
 float moe_gemv_act_scale(float limit, float alpha) {
   // |act| <= max(limit, max_{y>0} y / (1 + e^(alpha y))) * (limit + 1); the middle term is
