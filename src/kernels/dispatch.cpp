@@ -287,9 +287,12 @@ Status moe_router(const MoeRouterArgs& a) {
   MX_TRY(expect(a.w, "moe_router", "w", {DType::BF16}, 2, dev));
   MX_TRY(expect(a.xn, "moe_router", "xn", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.logits, "moe_router", "logits", {act_dtype(dev), DType::F32}, 2, dev));
-  MX_TRY(expect(a.ids, "moe_router", "ids", {DType::I32}, 2, dev));
-  MX_TRY(expect(a.weights, "moe_router", "weights", {DType::F32}, 2, dev));
-  const int64_t T = a.x.dim(0), D = a.x.dim(1), E = a.w.dim(0), K = a.ids.dim(1);
+  const bool topk = !a.ids.empty() || !a.weights.empty();  // else: logits only
+  if (topk) {
+    MX_TRY(expect(a.ids, "moe_router", "ids", {DType::I32}, 2, dev));
+    MX_TRY(expect(a.weights, "moe_router", "weights", {DType::F32}, 2, dev));
+  }
+  const int64_t T = a.x.dim(0), D = a.x.dim(1), E = a.w.dim(0), K = topk ? a.ids.dim(1) : 1;
   if (!a.bias.empty()) {
     MX_TRY(expect(a.bias, "moe_router", "bias", {DType::BF16}, 1, dev));
     MX_TRY(same_dim("moe_router", "bias length", a.bias.dim(0), E));
@@ -298,8 +301,11 @@ Status moe_router(const MoeRouterArgs& a) {
   MX_TRY(same_dim("moe_router", "router input features", a.w.dim(1), D));
   MX_TRY(same_dim("moe_router", "xn width", a.xn.dim(1), D));
   MX_TRY(same_dim("moe_router", "experts", a.logits.dim(1), E));
-  MX_TRY(same_dim("moe_router", "weights width", a.weights.dim(1), K));
-  for (const Tensor* t : {&a.xn, &a.logits, &a.ids, &a.weights}) MX_TRY(same_dim("moe_router", "tokens", t->dim(0), T));
+  if (topk) {
+    MX_TRY(same_dim("moe_router", "weights width", a.weights.dim(1), K));
+    for (const Tensor* t : {&a.ids, &a.weights}) MX_TRY(same_dim("moe_router", "tokens", t->dim(0), T));
+  }
+  for (const Tensor* t : {&a.xn, &a.logits}) MX_TRY(same_dim("moe_router", "tokens", t->dim(0), T));
   MX_CHECK(K >= 1 && K <= E, "moe_router: k={} with {} experts", K, E);
   MX_CHECK(a.xn.data != a.x.data, "moe_router: xn must not alias x");
   const double bytes = nbytes({&a.x, &a.norm_weight, &a.w, &a.bias, &a.xn, &a.logits, &a.ids, &a.weights});
@@ -311,6 +317,7 @@ Status moe_router(const MoeRouterArgs& a) {
   // The three ops in a row (each routed, and profiled, on its own).
   MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
   MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits}));
+  if (!topk) return ok_status();
   return router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights});
 }
 
@@ -332,13 +339,34 @@ Status moe(const MoeArgs& a) {
   MX_TRY(same_dim("moe", "down input blocks", a.w.down_blocks.dim(2) * 32, a.w.gate_up_blocks.dim(1) / 2));
   MX_TRY(same_dim("moe", "tokens", a.x.dim(0), a.ids.dim(0)));
   MX_TRY(same_dim("moe", "residual width", a.residual.dim(1), D));
+  MX_CHECK(a.weights.dim(0) == a.ids.dim(0) && a.weights.dim(1) == a.ids.dim(1), "moe: weights {} vs ids {}",
+           a.weights.shape_str(), a.ids.shape_str());
+  const int64_t T = a.x.dim(0);
+  if (!a.logits.empty()) {
+    MX_TRY(expect(a.logits, "moe", "logits", {act_dtype(dev), DType::F32}, 2, dev));
+    MX_TRY(same_dim("moe", "logits tokens", a.logits.dim(0), T));
+    MX_TRY(same_dim("moe", "logits width (experts)", a.logits.dim(1), a.w.gate_up_blocks.dim(0)));
+    MX_CHECK(a.ids.dim(1) >= 1 && a.ids.dim(1) <= a.logits.dim(1), "moe: k={} with {} experts", a.ids.dim(1),
+             a.logits.dim(1));
+    // The CUDA GEMV kernels select in their prologue; elsewhere router_topk runs first.
+    bool in_kernel = false;
+#ifdef MXSERVE_HAVE_CUDA
+    in_kernel = dev == Device::CUDA && T <= kMoeGroupedMinTokens && cuda::moe_selects_supported(a);
+#endif
+    if (!in_kernel) {
+      MX_TRY(router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights}));
+      MoeArgs b = a;
+      b.logits = {};
+      return moe(b);
+    }
+  }
   // At most min(E, T·K) distinct experts are read.
   const double E = double(a.w.gate_up_blocks.dim(0));
   const double experts_read = std::min(E, double(a.ids.numel()));
   const double expert_bytes = nbytes({&a.w.gate_up_blocks, &a.w.gate_up_scales, &a.w.gate_up_bias, &a.w.down_blocks,
                                       &a.w.down_scales, &a.w.down_bias}) / E;
   const double bytes = experts_read * expert_bytes + nbytes({&a.x, &a.residual, &a.residual});
-  if (dev == Device::CUDA && a.x.dim(0) > kMoeGroupedMinTokens)
+  if (dev == Device::CUDA && T > kMoeGroupedMinTokens)
     return route("moe_grouped", dev, a, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
   return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe), bytes);
 }

@@ -174,6 +174,7 @@ Status router_topk(const RouterTopkArgs& a);
 // The MoE block's entry as one op: xn = rmsnorm(x), logits = xn · W^T + bias, then ids, weights =
 // router_topk(logits) (over the logits as stored in their dtype). The same results as those three
 // ops in a row; one kernel on CUDA for decode (dispatch.cpp), which also writes xn for ops::moe.
+// Without ids and weights the op stops at the logits: ops::moe then selects from them.
 struct MoeRouterArgs {
   Tensor x;            // (T, D) act: residual stream
   Tensor norm_weight;  // (D) bf16 or f32
@@ -182,8 +183,8 @@ struct MoeRouterArgs {
   Tensor bias;         // (E) bf16, optional (empty)
   Tensor xn;           // (T, D) act out: normalised x, the MoE's input
   Tensor logits;       // (T, E) act or f32 out
-  Tensor ids;          // (T, K) i32 out
-  Tensor weights;      // (T, K) f32 out
+  Tensor ids;          // (T, K) i32 out, optional (with weights)
+  Tensor weights;      // (T, K) f32 out, optional (with ids)
 };
 Status moe_router(const MoeRouterArgs& a);
 
@@ -199,10 +200,13 @@ struct MoeWeights {
 };
 
 // residual += Σ_k weights[t,k] · Expert_{ids[t,k]}(x[t]) with the clamped SwiGLU of spec §4.7.
+// With router logits the op first selects ids, weights = router_topk(logits) itself (on CUDA for
+// decode inside the expert kernels, which saves the router a pass over the stored logits).
 struct MoeArgs {
   Tensor x;  // (T, D) act, normalised input
-  Tensor ids;      // (T, K) i32
-  Tensor weights;  // (T, K) f32
+  Tensor ids;      // (T, K) i32: the experts, or written by the op when logits is set
+  Tensor weights;  // (T, K) f32: likewise
+  Tensor logits;   // (T, E) act or f32, optional: the router logits to select from
   MoeWeights w;
   float swiglu_limit = 7.0f;
   float swiglu_alpha = 1.702f;

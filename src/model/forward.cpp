@@ -1,8 +1,9 @@
 // gpt-oss forward (GPTOSS_SPEC §4.1): embed -> per layer [RMSNorm -> qkv -> RoPE + cache write ->
 // attention with sinks (window on sliding layers) -> o_proj + residual -> RMSNorm -> router top-k
 // -> MXFP4 experts + residual] -> final RMSNorm -> lm_head. The attention norm + qkv + RoPE + cache
-// write is one op (qkv_projection) and the MoE norm + router + top-k another (moe_router): decode
-// runs each as one kernel.
+// write is one op (qkv_projection) and the MoE norm + router another (moe_router): decode runs
+// each as one kernel; the top-k over the router logits belongs to the experts op (ops::moe), whose
+// decode kernels select the experts themselves.
 #include "model/forward.h"
 
 #include <cmath>
@@ -88,12 +89,11 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                             .w = L.router_w,
                             .bias = L.router_b,
                             .xn = xn,
-                            .logits = router,
-                            .ids = top_ids,
-                            .weights = top_w}));
+                            .logits = router}));
     MX_TRY(ops::moe({.x = xn,
                      .ids = top_ids,
                      .weights = top_w,
+                     .logits = router,
                      .w = L.experts,
                      .swiglu_limit = c.swiglu_limit,
                      .swiglu_alpha = c.swiglu_alpha,

@@ -45,10 +45,17 @@ struct MoeCase {
   int D, F, E, K;
 };
 
-// Random MXFP4 experts with scales 2^-9..2^-5 (gate/up values reach the +-7 clamps), the given
-// top-k ids; returns (gpu, cpu) residual outputs.
-std::pair<std::vector<float>, std::vector<float>> run_moe(const MoeCase& c, const std::vector<int32_t>& ids_v,
-                                                          uint64_t seed) {
+// The experts' outputs and the route each side used (read, or selected from the logits).
+struct MoeRun {
+  std::vector<float> gpu, cpu;  // residual
+  std::vector<int32_t> ids_gpu, ids_cpu;
+  std::vector<float> w_gpu, w_cpu;
+};
+
+// Random MXFP4 experts with scales 2^-9..2^-5 (gate/up values reach the +-7 clamps), routed by the
+// given top-k ids or, when `logits` is not empty, by ops::moe's own selection from those logits.
+MoeRun run_moe_routed(const MoeCase& c, const std::vector<int32_t>& ids_v, const std::vector<float>& logits,
+                      bool logits_f32, uint64_t seed) {
   auto bytes = [&](size_t n, uint64_t s, int lo, int hi) {
     std::vector<uint8_t> b(n);
     std::mt19937_64 rng(s);
@@ -68,16 +75,32 @@ std::pair<std::vector<float>, std::vector<float>> run_moe(const MoeCase& c, cons
   std::vector<float> wv = random_floats(size_t(T * K), seed + 7, 0.05f, 1.0f);
   Mirror w = raw(wv, DType::F32, {T, K});
   Mirror res = act(random_floats(size_t(T * D), seed + 8, -0.5f, 0.5f), {T, D});
+  Mirror lg;
+  if (!logits.empty()) lg = logits_f32 ? raw(logits, DType::F32, {T, E}) : act(logits, {T, E});
   for (bool gpu : {true, false}) {
     auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
     const Status st = ops::moe({.x = pick(x), .ids = pick(ids), .weights = pick(w),
+                                .logits = logits.empty() ? Tensor() : pick(lg),
                                 .w = {.gate_up_blocks = pick(gu_b), .gate_up_scales = pick(gu_s),
                                       .gate_up_bias = pick(gu_bias), .down_blocks = pick(dn_b),
                                       .down_scales = pick(dn_s), .down_bias = pick(dn_bias)},
                                 .residual = pick(res)});
     EXPECT_TRUE(st.ok()) << st.message();
   }
-  return {download(res.gpu), host_floats(res)};
+  MoeRun r{.gpu = download(res.gpu), .cpu = host_floats(res)};
+  r.ids_gpu.resize(size_t(T * K));
+  EXPECT_TRUE(ops::copy(Tensor(r.ids_gpu.data(), DType::I32, {T, K}), ids.gpu).ok());
+  const auto* ic = reinterpret_cast<const int32_t*>(ids.host.data());
+  r.ids_cpu.assign(ic, ic + T * K);
+  r.w_gpu = download(w.gpu);
+  r.w_cpu = host_floats(w);
+  return r;
+}
+
+std::pair<std::vector<float>, std::vector<float>> run_moe(const MoeCase& c, const std::vector<int32_t>& ids_v,
+                                                          uint64_t seed) {
+  MoeRun r = run_moe_routed(c, ids_v, {}, false, seed);
+  return {std::move(r.gpu), std::move(r.cpu)};
 }
 
 // Distinct top-k ids per token from a seeded shuffle of the first `experts_used` experts.
@@ -129,6 +152,25 @@ TEST(CudaMoe, BatchEightTopEightAndChunkedRows) {
   for (const MoeCase& c : {MoeCase{8, 2880, 2880, 32, 4}, MoeCase{3, 2880, 2880, 16, 8}, MoeCase{2, 4096, 3104, 6, 4}}) {
     const auto [gpu, cpu] = run_moe(c, random_ids(c.T, c.K, c.E, 700 + c.K + c.D), 800 + c.T);
     EXPECT_LT(nmse(gpu, cpu), kMoeNmse) << "T=" << c.T << " D=" << c.D << " F=" << c.F << " K=" << c.K;
+  }
+}
+
+// ops::moe with the router logits: on CUDA the GEMV kernels select each token's top-K themselves
+// (T <= kMoeGroupedMinTokens), beyond that router_topk runs before the grouped path. ids bitwise
+// and weights as the CPU's router_topk, ties on a coarse logit grid included.
+TEST(CudaMoe, SelectsExpertsFromRouterLogits) {
+  MX_REQUIRE_CUDA();
+  const MoeCase cases[] = {{1, 2880, 2880, 128, 4}, {5, 2880, 2880, 32, 4}, {3, 64, 96, 5, 2}, {130, 256, 128, 16, 4}};
+  for (const MoeCase& c : cases) {
+    std::vector<float> logits = random_floats(size_t(c.T * c.E), 900 + c.T, -4.0f, 4.0f);
+    for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;
+    for (bool f32 : {false, true}) {
+      const std::vector<int32_t> stale(size_t(c.T * c.K), -1);  // overwritten by the op
+      const MoeRun r = run_moe_routed(c, stale, logits, f32, 950 + c.T);
+      EXPECT_EQ(r.ids_gpu, r.ids_cpu) << "T=" << c.T << " E=" << c.E << " f32=" << f32;
+      EXPECT_TRUE(all_close(r.w_gpu, r.w_cpu, 0, 1e-6)) << "T=" << c.T << " E=" << c.E;
+      EXPECT_LT(nmse(r.gpu, r.cpu), kMoeNmse) << "T=" << c.T << " E=" << c.E << " f32=" << f32;
+    }
   }
 }
 

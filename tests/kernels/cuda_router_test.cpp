@@ -1,5 +1,5 @@
-// CUDA moe_router (rmsnorm -> router GEMV -> top-k + softmax; one kernel for T <= 8, the three ops
-// above) against the CPU reference on fresh seeded inputs: gpt-oss sizes (D 2880, E 128 / 32, K 4)
+// CUDA moe_router (rmsnorm -> router GEMV -> top-k + softmax, or without the top-k; one kernel for
+// T <= 8, the ops in a row above) against the CPU reference on fresh seeded inputs: gpt-oss sizes (D 2880, E 128 / 32, K 4)
 // and odd ones, forced ties, bf16 and f32 logits, back-to-back calls, a corrupted-output check.
 #include <gtest/gtest.h>
 
@@ -19,6 +19,7 @@ struct RouterCase {
   int64_t T;
   int D, E, K;
   bool bias, f32_logits;
+  bool topk = true;  // false: no ids/weights, the op stops at the logits
 };
 
 struct RouterRun {
@@ -66,8 +67,8 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
                                  .bias = c.bias ? pick(b) : no_bias,
                                  .xn = pick(xn),
                                  .logits = pick(logits),
-                                 .ids = pick(ids),
-                                 .weights = pick(weights)})
+                                 .ids = c.topk ? pick(ids) : Tensor(),
+                                 .weights = c.topk ? pick(weights) : Tensor()})
                     .ok());
   }
   RouterRun r{.xn_gpu = download(xn.gpu), .xn_cpu = host_floats(xn), .logits_gpu = download(logits.gpu),
@@ -86,6 +87,10 @@ void expect_matches(const RouterRun& r, const RouterCase& c) {
                             " K=" + std::to_string(c.K) + (c.f32_logits ? " f32 logits" : " bf16 logits");
   EXPECT_LT(nmse(r.xn_gpu, r.xn_cpu), kRouterNmse) << where;
   EXPECT_LT(nmse(r.logits_gpu, r.logits_cpu), kRouterNmse) << where;
+  if (!c.topk) {  // logits only: ids untouched
+    EXPECT_EQ(r.ids_gpu, std::vector<int32_t>(r.ids_gpu.size(), -1)) << where;
+    return;
+  }
   EXPECT_EQ(r.ids_gpu, r.ids_ref) << where;  // bitwise: the top-k of the logits the GPU stored
   EXPECT_TRUE(all_close(r.w_gpu, r.w_ref, 0, 1e-6)) << where;  // the same double softmax
 }
@@ -103,6 +108,8 @@ TEST(CudaRouter, MoeRouterMatchesReference) {
       {9, 2880, 128, 4, true, false},  // above the threshold: rmsnorm -> linear -> router_topk
       {64, 2880, 32, 4, true, false},  // prefill chunk
       {2, 36, 6, 2, true, false},      // D % 8 != 0: the three ops even at small T
+      {1, 2880, 128, 4, true, false, false},  // logits only (ops::moe selects): fused
+      {9, 2880, 32, 4, true, true, false},    // logits only: rmsnorm -> linear
   };
   uint64_t seed = 1000;
   for (const RouterCase& c : cases) expect_matches(run_router(c, seed += 10), c);

@@ -1,8 +1,9 @@
 // bf16_bf16w_norm_router_topk: the MoE block's entry (rmsnorm -> router GEMV -> top-k + softmax)
 // as one kernel for decode. Block e computes router row e for all T tokens: it normalises x itself
 // (FP32 sum of squares, the BF16 rounding of bf16_bf16w_rmsnorm), dots it with the row, stores the
-// logit; block 0 also writes xn. The last block to arrive (device-memory counter) runs the top-k of
-// bf16_router_topk over the stored logits and resets the counter. Launched as a programmatic
+// logit; block 0 also writes xn. Unless ids is null (the MoE GEMVs select from the logits), the
+// last block to arrive (device-memory counter) runs the top-k of bf16_router_topk over the stored
+// logits and resets the counter. Launched as a programmatic
 // dependent: the router row and the norm weight load during the previous kernel's tail.
 #include "kernels/cuda/topk.cuh"
 
@@ -107,6 +108,9 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
       else
         static_cast<__nv_bfloat16*>(p.logits)[int64_t(t) * p.E + e] = __float2bfloat16(y);
     }
+  }
+  if (!p.ids) return;  // logits only: the MoE kernels select the experts
+  if (threadIdx.x == 0) {
     __threadfence();  // the logits are visible device-wide before this block counts as done
     last = atomicAdd(&g_blocks_done, 1u) == gridDim.x - 1;
   }
@@ -115,20 +119,8 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
 
   // The last block: top-k of every token over the stored logits (read through L2).
   __threadfence();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int t = warp; t < T; t += kWarps) {
-    float v[dev::kTopkPerLane];
-#pragma unroll
-    for (int i = 0; i < dev::kTopkPerLane; ++i) {
-      const int ei = lane + 32 * i;
-      const int64_t at = int64_t(t) * p.E + ei;
-      const auto* l16 = static_cast<const unsigned short*>(p.logits);
-      v[i] = ei >= p.E      ? -INFINITY
-             : p.logits_f32 ? __ldcg(static_cast<const float*>(p.logits) + at)
-                            : __uint_as_float(uint32_t(__ldcg(l16 + at)) << 16);  // bf16 -> f32
-    }
-    dev::warp_topk_softmax(v, p.E, p.K, p.ids + int64_t(t) * p.K, p.weights + int64_t(t) * p.K);
-  }
+  for (int t = threadIdx.x / 32; t < T; t += kWarps)
+    dev::warp_topk_softmax(p.logits, p.logits_f32, t, p.E, p.K, p.ids + int64_t(t) * p.K, p.weights + int64_t(t) * p.K);
   if (threadIdx.x == 0) atomicExch(&g_blocks_done, 0u);
 }
 

@@ -1,5 +1,6 @@
-// bf16_mxfp4w_moe_gemv: the MoE experts for a few tokens (decode) straight from the top-k ids (no
-// sort, no host sync), MXFP4 weights in the checkpoint layout decoded in registers and multiplied
+// bf16_mxfp4w_moe_gemv: the MoE experts for a few tokens (decode) straight from the top-k ids, or
+// from the router logits with each block selecting its token's top-k itself (no sort, no host
+// sync, no separate top-k pass), MXFP4 weights in the checkpoint layout decoded in registers and multiplied
 // on the tensor cores (mma.sync m16n8k16, FP16 operands, FP32 accumulation). Kernel 1: gate_up
 // for each (token, slot) with bias and the clamped SwiGLU fused -> act. Kernel 2: down for each
 // token, its K experts in slot order (deterministic), routing weights, bias and residual fused.
@@ -11,6 +12,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/mxfp4_pair_stream.cuh"
+#include "kernels/cuda/topk.cuh"
 
 namespace mx::cuda::kern {
 namespace {
@@ -30,6 +32,26 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return m;
 }
 
+static_assert(kMoeMaxK == kTopkMaxK, "a route holds kMoeMaxK experts");
+
+// Token t's top-K experts (descending) and their logits, selected by the calling warp from the
+// router logits (topk.cuh: the ids of bf16_router_topk); every lane gets them.
+__device__ __forceinline__ void select_route(const MoeParams& p, int64_t t, int (&ids)[kMoeMaxK],
+                                             float (&top)[kMoeMaxK]) {
+  float v[dev::kTopkPerLane];
+  dev::load_logits(p.logits, p.logits_f32, t, p.E, v);
+  dev::warp_topk(v, p.E, p.K, ids, top);
+}
+
+template <typename A>
+__device__ __forceinline__ A pick(const A (&a)[kMoeMaxK], int k) {  // a[k] without local memory
+  A r = a[0];
+#pragma unroll
+  for (int j = 1; j < kMoeMaxK; ++j)
+    if (j == k) r = a[j];
+  return r;
+}
+
 __device__ __forceinline__ float pow2(int s) { return __uint_as_float(uint32_t(127 + s) << 23); }
 
 // Grid (T*K, ceil(F / (kGuWarps*P))); warp w of block y: SwiGLU outputs j in [(y*kGuWarps+w)*P, +P).
@@ -37,10 +59,24 @@ template <typename Stream>
 __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, int P) {
   extern __shared__ uint4 xs[];  // the token's x as FP16 * 2^s, D/8 staged words + zero padding
   __shared__ float red[kGuWarps];
-  dev::pdl_wait();  // ids and x come from the kernels before
+  dev::pdl_wait();  // ids (or logits) and x come from the kernels before
   dev::pdl_launch_dependents();
   const int64_t tk = blockIdx.x, t = tk / p.K;
-  const int e = p.ids[tk];
+  __shared__ int slot_e;  // one warp reads or selects the expert: one L2 request per block
+  if (threadIdx.x < 32) {
+    int e = 0;
+    if (p.logits) {
+      int ids[kMoeMaxK];
+      float top[kMoeMaxK];
+      select_route(p, t, ids, top);
+      e = pick(ids, int(tk % p.K));
+    } else if (threadIdx.x == 0) {
+      e = p.ids[tk];
+    }
+    if (threadIdx.x == 0) slot_e = e;
+  }
+  __syncthreads();
+  const int e = slot_e;
   const bool valid = e >= 0 && e < p.E;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int j0 = (blockIdx.y * kGuWarps + warp) * P;
@@ -103,11 +139,40 @@ __global__ void __launch_bounds__(kMoeMaxK * 32) moe_gemv_down(MoeParams p, int 
   const int k = threadIdx.x / 32;
   const int i0 = blockIdx.y * P, pairs = min(P, p.D / 2 - i0);
   const int words = p.F / 8, padded = 32 * steps(p.F / 32);
-  const int e = p.ids[t * p.K + k];  // written before gate_up ran, so visible before pdl_wait
+  // The route (ids or logits) was written before gate_up ran, so it is visible before pdl_wait.
+  // Warp 0 reads or selects it (one L2 request per block) and shares it through shared memory.
+  __shared__ int route_e[kMoeMaxK];
+  __shared__ float route_w[kMoeMaxK];
+  int ids[kMoeMaxK];
+  float top[kMoeMaxK];
+  if (k == 0) {
+    if (p.logits) {
+      select_route(p, t, ids, top);
+      if (threadIdx.x == 0)
+#pragma unroll
+        for (int kk = 0; kk < kMoeMaxK; ++kk)
+          if (kk < p.K) route_e[kk] = ids[kk];
+    } else if (threadIdx.x < p.K) {
+      route_e[threadIdx.x] = p.ids[t * p.K + threadIdx.x];
+      route_w[threadIdx.x] = p.weights[t * p.K + threadIdx.x];
+    }
+  }
+  __syncthreads();
+  const int e = route_e[k];
   const bool valid = e >= 0 && e < p.E;
   auto st = Stream::make(p.dn_blocks, p.dn_scales, p.F / 32, int64_t(valid ? e : 0) * (p.D / 2) + i0,
                          valid ? pairs : 0);
   st.prologue();  // the weights stream during gate_up's tail
+  if (p.logits && threadIdx.x == 0) {  // the routing weights, while the weights stream
+    float w[kMoeMaxK];
+    dev::topk_softmax(top, p.K, w);
+#pragma unroll
+    for (int kk = 0; kk < kMoeMaxK; ++kk) {
+      if (kk >= p.K) break;
+      route_w[kk] = w[kk];
+      if (blockIdx.y == 0) p.ids[t * p.K + kk] = ids[kk], p.weights[t * p.K + kk] = w[kk];  // the op's outputs
+    }
+  }
 
   dev::pdl_wait();  // act from gate_up
   dev::pdl_launch_dependents();
@@ -132,10 +197,10 @@ __global__ void __launch_bounds__(kMoeMaxK * 32) moe_gemv_down(MoeParams p, int 
     const int d = 2 * i0 + r;
     float y = 0.0f;
     for (int kk = 0; kk < p.K; ++kk) {
-      const int ek = p.ids[t * p.K + kk];
+      const int ek = route_e[kk];
       if (ek < 0 || ek >= p.E) continue;
       const float bias = __bfloat162float(static_cast<const __nv_bfloat16*>(p.dn_bias)[int64_t(ek) * p.D + d]);
-      y += p.weights[t * p.K + kk] * (part[kk * 2 * P + r] * down + bias);
+      y += route_w[kk] * (part[kk * 2 * P + r] * down + bias);
     }
     __nv_bfloat16& res = static_cast<__nv_bfloat16*>(p.residual)[t * p.D + d];
     res = __float2bfloat16(__bfloat162float(res) + y);

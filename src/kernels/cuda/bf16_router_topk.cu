@@ -8,17 +8,8 @@ namespace {
 
 __global__ void bf16_router_topk(RouterTopkParams p) {
   const int64_t t = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
   if (t >= p.T) return;
-  float v[dev::kTopkPerLane];
-#pragma unroll
-  for (int i = 0; i < dev::kTopkPerLane; ++i) {
-    const int e = lane + 32 * i;
-    v[i] = e >= p.E ? -INFINITY
-           : p.logits_f32 ? static_cast<const float*>(p.logits)[t * p.E + e]
-                          : __bfloat162float(static_cast<const __nv_bfloat16*>(p.logits)[t * p.E + e]);
-  }
-  dev::warp_topk_softmax(v, p.E, p.K, p.ids + t * p.K, p.weights + t * p.K);
+  dev::warp_topk_softmax(p.logits, p.logits_f32, t, p.E, p.K, p.ids + t * p.K, p.weights + t * p.K);
 }
 
 }  // namespace

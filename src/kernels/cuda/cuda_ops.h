@@ -38,6 +38,7 @@ Status router_topk(const ops::RouterTopkArgs& a);
 Status moe_router_fused(const ops::MoeRouterArgs& a);
 bool moe_router_fused_supported(const ops::MoeRouterArgs& a);  // the fused kernel's contract
 Status moe(const ops::MoeArgs& a);
+bool moe_selects_supported(const ops::MoeArgs& a);  // moe can select from a.logits (E <= kTopkMaxExperts)
 Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)
 
 // utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)

@@ -74,6 +74,8 @@ cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool a
 // bf16_attention_decode.cu: split-K attention over the paged cache (any T; Dh == 64, H/Hkv <= 8).
 inline constexpr int kAttnHeadDim = 64;
 inline constexpr int kAttnMaxGroup = 8;
+inline constexpr int kAttnMaxSplits = 64;        // key-range splits per (token, kv head)
+inline constexpr int kAttnMergeCounters = 4096;  // (token, kv head) pairs merged by their split blocks
 struct AttentionParams {
   const void* qkv;  // (T, (H + 2 Hkv) Dh) bf16
   const void* sinks;  // (H) bf16 or f32
@@ -84,7 +86,7 @@ struct AttentionParams {
   const void* k_cache;
   const void* v_cache;
   void* out;        // (T, H Dh) bf16
-  float* partials;  // (T, H, splits, Dh + 2) f32 scratch
+  float* partials;  // (T, H, splits, Dh + 2) f32 scratch (splits > 1)
   int64_t T, max_blocks, block_size;
   int H, Hkv, window, splits;
   float scale;
@@ -143,7 +145,7 @@ struct NormRouterTopkParams {
   void* xn;          // (T, D) bf16 out, not aliasing x
   void* logits;      // (T, E) bf16 or f32 out
   bool logits_f32;
-  int32_t* ids;    // (T, K)
+  int32_t* ids;    // (T, K), or null: logits only (no top-k)
   float* weights;  // (T, K)
   int64_t T;
   int D, E, K;
@@ -154,8 +156,10 @@ cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaS
 inline constexpr int kMoeMaxK = 8;
 struct MoeParams {
   const void* x;            // (T, D) bf16
-  const int32_t* ids;       // (T, K)
-  const float* weights;     // (T, K)
+  int32_t* ids;             // (T, K): read, or written by the down kernel when logits is set
+  float* weights;           // (T, K): likewise
+  const void* logits;       // (T, E) bf16 or f32, or null: when set every block selects its token's
+  bool logits_f32;          //   top-K itself (topk.cuh, the same as bf16_router_topk)
   const uint8_t* gu_blocks;  // (E, 2F, D/32, 16)
   const uint8_t* gu_scales;  // (E, 2F, D/32)
   const void* gu_bias;       // (E, 2F) bf16

@@ -8,16 +8,18 @@
 namespace mx::cuda {
 namespace {
 
-constexpr int kMaxSplits = 64;          // key-range splits per (token, kv head)
 constexpr int kMinKeysPerSplit = 128;   // one 32-key tile per warp of a split block
 constexpr int kBlocksPerSm = 2;         // aim: T * Hkv * splits ~ this many blocks per SM
 
 // Splits for a call: enough blocks to fill the GPU, no more than the longest key range needs.
-// The longest range is bounded by the block table (no host sync to read the positions).
+// The longest range is bounded by the block table (no host sync to read the positions). One
+// split where the kernel has no merge counters for every (token, kv head) (then the call has
+// far more than enough blocks anyway).
 int attention_splits(int64_t T, int Hkv, int64_t max_keys) {
+  if (T * Hkv > kern::kAttnMergeCounters) return 1;
   const int64_t fill = (int64_t(kBlocksPerSm) * sm_count() + T * Hkv - 1) / (T * Hkv);
   const int64_t need = (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
-  return int(std::clamp<int64_t>(std::min(fill, need), 1, kMaxSplits));
+  return int(std::clamp<int64_t>(std::min(fill, need), 1, kern::kAttnMaxSplits));
 }
 
 Status check_cache_layout(const char* kernel, const ops::KvLayer& c, const ops::TokenBatch& b) {

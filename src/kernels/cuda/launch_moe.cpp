@@ -1,5 +1,5 @@
-// Launchers of the MoE CUDA ops: router_topk and moe (the MXFP4 expert GEMVs, used for any T
-// until the grouped GEMM exists); each checks its kernel's contract first.
+// Launchers of the MoE CUDA ops: router_topk and moe (the MXFP4 expert GEMVs for a few tokens, from
+// the ids or selecting from the router logits); each checks its kernel's contract first.
 #include <cmath>
 
 #include "kernels/cuda/launch_util.h"
@@ -46,7 +46,11 @@ Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
   if (T == 0) return ok_status();
   void* act;
   MX_ASSIGN(act, workspace(size_t(T) * K * F * 2));
-  const kern::MoeParams p{.x = a.x.data, .ids = a.ids.ptr<const int32_t>(), .weights = a.weights.ptr<const float>(),
+  MX_CHECK(a.logits.empty() || moe_selects_supported(a), "bf16_mxfp4w_moe_gemv: selects from at most {} experts' logits",
+           kern::kTopkMaxExperts);
+  const kern::MoeParams p{.x = a.x.data, .ids = a.ids.ptr<int32_t>(), .weights = a.weights.ptr<float>(),
+                          .logits = a.logits.empty() ? nullptr : a.logits.data,
+                          .logits_f32 = a.logits.dtype == DType::F32,
                           .gu_blocks = a.w.gate_up_blocks.ptr<const uint8_t>(),
                           .gu_scales = a.w.gate_up_scales.ptr<const uint8_t>(), .gu_bias = a.w.gate_up_bias.data,
                           .dn_blocks = a.w.down_blocks.ptr<const uint8_t>(),
@@ -62,5 +66,6 @@ Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
 
 Status router_topk(const ops::RouterTopkArgs& a) { return launch_bf16_router_topk(a); }
 Status moe(const ops::MoeArgs& a) { return launch_bf16_mxfp4w_moe_gemv(a); }
+bool moe_selects_supported(const ops::MoeArgs& a) { return a.logits.dim(1) <= kern::kTopkMaxExperts; }
 
 }  // namespace mx::cuda

@@ -1,6 +1,6 @@
-// Launcher of the fused MoE router (moe_router for decode: bf16_bf16w_norm_router_topk); checks the
-// kernel's contract. dispatch.cpp routes larger T, or shapes outside the contract, through
-// rmsnorm -> linear -> router_topk instead.
+// Launcher of the fused MoE router (moe_router for decode: bf16_bf16w_norm_router_topk, with or
+// without the top-k); checks the kernel's contract. dispatch.cpp routes larger T, or shapes outside
+// the contract, through rmsnorm -> linear (-> router_topk) instead.
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
@@ -8,7 +8,7 @@ namespace {
 
 // The contract, with the reason it fails (empty when the kernel can run).
 std::string fused_contract_violation(const ops::MoeRouterArgs& a) {
-  const int64_t T = a.x.dim(0), D = a.x.dim(1), E = a.w.dim(0), K = a.ids.dim(1);
+  const int64_t T = a.x.dim(0), D = a.x.dim(1), E = a.w.dim(0), K = a.ids.empty() ? 1 : a.ids.dim(1);
   if (T > kern::kRouterFusedMaxTokens) return fmt::format("{} tokens > {}", T, kern::kRouterFusedMaxTokens);
   if (D % 8 != 0 || D > kern::kRouterFusedMaxD)
     return fmt::format("D={} (needs D % 8 == 0, D <= {})", D, kern::kRouterFusedMaxD);
@@ -28,7 +28,7 @@ Status launch_bf16_bf16w_norm_router_topk(const ops::MoeRouterArgs& a) {
                                      .bias = a.bias.data, .xn = a.xn.data, .logits = a.logits.data,
                                      .logits_f32 = a.logits.dtype == DType::F32, .ids = a.ids.ptr<int32_t>(),
                                      .weights = a.weights.ptr<float>(), .T = a.x.dim(0), .D = int(a.x.dim(1)),
-                                     .E = int(a.w.dim(0)), .K = int(a.ids.dim(1))};
+                                     .E = int(a.w.dim(0)), .K = a.ids.empty() ? 1 : int(a.ids.dim(1))};
   return kernel_status("bf16_bf16w_norm_router_topk", kern::run_bf16_bf16w_norm_router_topk(p, stream()));
 }
 

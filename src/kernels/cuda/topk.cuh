@@ -1,5 +1,6 @@
-// Warp-level top-k + softmax over the k, shared by bf16_router_topk and the fused MoE router
-// (bf16_bf16w_norm_router_topk): the same code, so both give the same ids and weights bitwise.
+// Warp-level top-k + softmax over the k, shared by bf16_router_topk, the fused MoE router
+// (bf16_bf16w_norm_router_topk) and the MoE GEMVs that select from the logits themselves: the same
+// code, so all give the same ids and weights bitwise.
 #pragma once
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -8,46 +9,104 @@ namespace mx::cuda::dev {
 
 inline constexpr int kTopkPerLane = kern::kTopkMaxExperts / 32;
 
-// One token's E <= kTopkMaxExperts logits held by a warp (lane l holds expert l + 32 i in v[i]):
-// the K <= kTopkMaxK largest in descending order (ties: the lower expert index first, like a
-// stable sort), K rounds of warp argmax, and the softmax over those K in double like the CPU
-// reference. Lane 0 writes ids[0..K) and weights[0..K). Every lane of the warp must call it.
-__device__ __forceinline__ void warp_topk_softmax(const float (&v)[kTopkPerLane], int E, int K, int32_t* ids,
-                                                  float* weights) {
-  const int lane = threadIdx.x % 32;
-  float top_v[kern::kTopkMaxK];
-  int top_e[kern::kTopkMaxK];
-  uint32_t taken = 0;  // bit i: v[i] already chosen
-  for (int k = 0; k < K; ++k) {
-    float best = -INFINITY;
-    int best_e = 0x7fffffff;
+// A float as an unsigned key with the same order (-0 as +0; NaN as the smallest key).
+__device__ __forceinline__ uint32_t order_key(float v) {
+  if (v != v) return 0u;
+  const uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  return u >> 31 ? ~u : u | 0x80000000u;
+}
+__device__ __forceinline__ float key_value(uint32_t k) { return __uint_as_float(k >> 31 ? k & 0x7fffffffu : ~k); }
+
+// Token t's E <= kTopkMaxExperts logits (bf16 or f32, row-major (T, E)) into a warp: lane l holds
+// experts 8l..8l+7 in v[0..8), -inf past E; one 16-byte load per lane (two for f32) where the row
+// is aligned, so a warp asks L2 for whole lines (many blocks read the same row). Read through L2:
+// other blocks may have just written them.
+__device__ __forceinline__ void load_logits(const void* logits, bool f32, int64_t t, int E,
+                                            float (&v)[kTopkPerLane]) {
+  static_assert(kTopkPerLane == 8, "lane l holds experts 8l..8l+7");
+  const int e0 = (threadIdx.x % 32) * kTopkPerLane;
 #pragma unroll
-    for (int i = 0; i < kTopkPerLane; ++i) {
-      const int e = lane + 32 * i;
-      if (e < E && !(taken >> i & 1u) && (v[i] > best || best_e == 0x7fffffff)) best = v[i], best_e = e;
+  for (int i = 0; i < kTopkPerLane; ++i) v[i] = -INFINITY;
+  if (e0 >= E) return;
+  if (f32) {
+    const float* row = static_cast<const float*>(logits) + t * E;
+    if (E % 4 == 0 && reinterpret_cast<uintptr_t>(row) % 16 == 0) {
+      const float4 a = __ldcg(reinterpret_cast<const float4*>(row + e0));
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+      if (e0 + 4 < E) {
+        const float4 b = __ldcg(reinterpret_cast<const float4*>(row + e0 + 4));
+        v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+      }
+      return;
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {  // argmax, lower index wins ties
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (oe != 0x7fffffff && (best_e == 0x7fffffff || ov > best || (ov == best && oe < best_e))) best = ov, best_e = oe;
-    }
-    if (best_e % 32 == lane) taken |= 1u << (best_e / 32);
-#pragma unroll
-    for (int j = 0; j < kern::kTopkMaxK; ++j)
-      if (j == k) top_v[j] = best, top_e[j] = best_e;
+    for (int i = 0; i < kTopkPerLane; ++i)
+      if (e0 + i < E) v[i] = __ldcg(row + e0 + i);
+    return;
   }
-  if (lane != 0) return;
+  const unsigned short* row = static_cast<const unsigned short*>(logits) + t * E;
+  if (E % 8 == 0 && reinterpret_cast<uintptr_t>(row) % 16 == 0) {
+    const uint4 u = __ldcg(reinterpret_cast<const uint4*>(row + e0));
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kTopkPerLane; ++i)
+    if (e0 + i < E) v[i] = __uint_as_float(uint32_t(__ldcg(row + e0 + i)) << 16);  // bf16 -> f32
+}
+
+// The K <= kTopkMaxK largest of a warp's logits (load_logits' layout) in descending order, ties:
+// the lower expert index first (like a stable sort). K rounds of a warp max over order keys and a
+// warp min over the indices holding it (redux.sync); every lane gets top_e and top_v.
+__device__ __forceinline__ void warp_topk(const float (&v)[kTopkPerLane], int E, int K, int (&top_e)[kern::kTopkMaxK],
+                                          float (&top_v)[kern::kTopkMaxK]) {
+  const int e0 = (threadIdx.x % 32) * kTopkPerLane;
+  uint32_t key[kTopkPerLane];
+#pragma unroll
+  for (int i = 0; i < kTopkPerLane; ++i) key[i] = e0 + i < E ? order_key(v[i]) : 0u;
+  uint32_t taken = 0;  // bit i: expert e0 + i already chosen
+#pragma unroll
+  for (int k = 0; k < kern::kTopkMaxK; ++k) {
+    if (k >= K) break;
+    uint32_t best = 0, best_e = 0xffffffffu;
+#pragma unroll
+    for (int i = 0; i < kTopkPerLane; ++i)  // ascending index: a later i only wins when larger
+      if (e0 + i < E && !(taken >> i & 1u) && (best_e == 0xffffffffu || key[i] > best))
+        best = key[i], best_e = uint32_t(e0 + i);
+    const uint32_t m = __reduce_max_sync(0xffffffffu, best);
+    const uint32_t e = __reduce_min_sync(0xffffffffu, best == m ? best_e : 0xffffffffu);
+    if (e / kTopkPerLane == uint32_t(threadIdx.x % 32)) taken |= 1u << (e % kTopkPerLane);
+    top_e[k] = int(e);
+    top_v[k] = key_value(m);
+  }
+}
+
+// Softmax over the K selected logits, in double like the CPU reference.
+__device__ __forceinline__ void topk_softmax(const float (&top_v)[kern::kTopkMaxK], int K,
+                                             float (&w)[kern::kTopkMaxK]) {
   double ex[kern::kTopkMaxK], sum = 0.0;
 #pragma unroll
   for (int k = 0; k < kern::kTopkMaxK; ++k)
     if (k < K) sum += ex[k] = exp(double(top_v[k]) - double(top_v[0]));
 #pragma unroll
+  for (int k = 0; k < kern::kTopkMaxK; ++k) w[k] = k < K ? float(ex[k] / sum) : 0.0f;
+}
+
+// warp_topk + topk_softmax of token t; lane 0 writes ids[0..K) and weights[0..K). Every lane of
+// the warp must call it.
+__device__ __forceinline__ void warp_topk_softmax(const void* logits, bool f32, int64_t t, int E, int K, int32_t* ids,
+                                                  float* weights) {
+  float v[kTopkPerLane], top_v[kern::kTopkMaxK], w[kern::kTopkMaxK];
+  int top_e[kern::kTopkMaxK];
+  load_logits(logits, f32, t, E, v);
+  warp_topk(v, E, K, top_e, top_v);
+  if (threadIdx.x % 32 != 0) return;
+  topk_softmax(top_v, K, w);
+#pragma unroll
   for (int k = 0; k < kern::kTopkMaxK; ++k)
-    if (k < K) {
-      ids[k] = top_e[k];
-      weights[k] = float(ex[k] / sum);
-    }
+    if (k < K) ids[k] = top_e[k], weights[k] = w[k];
 }
 
 }  // namespace mx::cuda::dev
