@@ -54,6 +54,26 @@ TEST(CudaSample, MatchesCpuAtVocabSize) {
   EXPECT_GE(same, R - 1) << "rows where the GPU draw differs from the CPU one";
 }
 
+// Greedy rows: the row's max is found by many blocks each over a share of the row, merged with the
+// lowest index winning ties, also across shares, and for a row of equal logits.
+TEST(CudaSample, GreedyTakesTheFirstOfTiedMaxima) {
+  MX_REQUIRE_CUDA();
+  const int64_t R = 3, V = 201088;
+  SampleCase c;
+  c.logits = test::random_floats(size_t(R * V), 77, -3.0f, 3.0f);
+  for (int64_t v = 0; v < V; ++v) c.logits[size_t(2 * V + v)] = 0.5f;
+  c.logits[size_t(150000)] = c.logits[size_t(7)] = 9.0f;             // row 0: ties at 7 and 150000
+  c.logits[size_t(V + 200000)] = c.logits[size_t(V + 100000)] = 9.0f;  // row 1: at 100000 and 200000
+  for (int64_t r = 0; r < R; ++r) {
+    c.params.insert(c.params.end(), {0.0f, 1.0f, 0.0f, 0.0f});
+    c.seeds.push_back(1);
+    c.positions.push_back(0);
+  }
+  const std::vector<int32_t> want = {7, 100000, 0};
+  EXPECT_EQ(run(c, R, V, Device::CUDA), want);
+  EXPECT_EQ(run(c, R, V, Device::CPU), want);
+}
+
 TEST(CudaSample, FrequenciesFollowTheSoftmax) {
   MX_REQUIRE_CUDA();
   const std::vector<float> l = {1.0f, 0.0f, 2.0f, -1.0f, 0.5f};

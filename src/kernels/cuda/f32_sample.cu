@@ -1,6 +1,8 @@
-// f32_sample: ops::sample on the GPU, one 1024-thread block per row. Thresholds (top-k, top-p,
-// min-p) are found by bisection over order-preserving float keys with block reductions over the
-// row (which stays in L2), then the draw walks the kept tokens in id order with a block scan.
+// f32_sample: ops::sample on the GPU. First `parts` blocks per row find the row's max, min and
+// first argmax (a vocabulary-sized row read by one block alone took ~20 us); then one 1024-thread
+// block per row merges those: greedy rows are done, the others find their thresholds (top-k, top-p,
+// min-p) by bisection over order-preserving float keys with block reductions over the row (which
+// stays in L2), then the draw walks the kept tokens in id order with a block scan.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -37,9 +39,50 @@ struct Min {
   __device__ float operator()(float a, float b) const { return fminf(a, b); }
 };
 
+struct RowStats {  // of a part of a row
+  float max, min;
+  int32_t argmax;  // lowest index holding max (V if none: all NaN)
+  int32_t unused;
+};
+static_assert(sizeof(RowStats) == kSampleStatBytes);
+
+constexpr int kStatThreads = 256;
+
+// Block (part, row): max, min and the first index of the max over its contiguous share of the row.
+__global__ void __launch_bounds__(kStatThreads) f32_row_stats(const float* logits, int64_t V, RowStats* stats) {
+  __shared__ float fs[kStatThreads / 32], ns[kStatThreads / 32];
+  __shared__ int64_t is[kStatThreads / 32];
+  const float* l = logits + blockIdx.y * V;
+  const int64_t share = (V + gridDim.x - 1) / gridDim.x, begin = blockIdx.x * share;
+  const int64_t end = begin + share < V ? begin + share : V;
+  float mx = -INFINITY, mn = INFINITY;
+  int64_t at = V;
+  for (int64_t v = begin + threadIdx.x; v < end; v += kStatThreads) {
+    const float x = l[v];
+    if (x > mx) mx = x, at = v;  // ascending v: the first index of this thread's max
+    mn = fminf(mn, x);
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    const float om = __shfl_xor_sync(0xffffffffu, mx, off);
+    const int64_t oa = __shfl_xor_sync(0xffffffffu, at, off);
+    if (om > mx || (om == mx && oa < at)) mx = om, at = oa;
+    mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, off));
+  }
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) fs[warp] = mx, ns[warp] = mn, is[warp] = at;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kStatThreads / 32; ++w) {
+    if (fs[w] > mx || (fs[w] == mx && is[w] < at)) mx = fs[w], at = is[w];
+    mn = fminf(mn, ns[w]);
+  }
+  stats[blockIdx.y * gridDim.x + blockIdx.x] = RowStats{mx, mn, int32_t(at), 0};
+}
+
 __global__ void __launch_bounds__(kThreads) f32_sample_kernel(const float* logits, const float* params,
                                                               const int32_t* seeds, const int32_t* positions,
-                                                              int32_t* ids, int64_t V) {
+                                                              int32_t* ids, int64_t V, const RowStats* stats,
+                                                              int parts) {
   __shared__ float fsm[32];
   __shared__ int64_t ism[32];
   __shared__ float scan[kThreads];
@@ -48,14 +91,12 @@ __global__ void __launch_bounds__(kThreads) f32_sample_kernel(const float* logit
   const float min_p = params[blockIdx.x * 4 + 2];
   const int64_t top_k = int64_t(params[blockIdx.x * 4 + 3]);
 
-  float mx = -INFINITY, mn = INFINITY;
-  for (int64_t v = threadIdx.x; v < V; v += kThreads) mx = fmaxf(mx, l[v]), mn = fminf(mn, l[v]);
-  const float m = block_reduce(mx, Max{}, fsm);
-  const float lowest = block_reduce(mn, Min{}, fsm);
+  RowStats part{-INFINITY, INFINITY, int32_t(V), 0};
+  if (int(threadIdx.x) < parts) part = stats[blockIdx.x * parts + threadIdx.x];
+  const float m = block_reduce(part.max, Max{}, fsm);
+  const float lowest = block_reduce(part.min, Min{}, fsm);
   if (temperature <= 0.0f) {  // greedy: lowest index of the max
-    int64_t first = V;
-    for (int64_t v = threadIdx.x; v < V; v += kThreads)
-      if (l[v] == m && v < first) first = v;
+    const int64_t first = part.max == m ? part.argmax : V;
     const int64_t best = block_reduce(first, [](int64_t a, int64_t b) { return a < b ? a : b; }, ism);
     if (threadIdx.x == 0) ids[blockIdx.x] = int32_t(best);
     return;
@@ -132,9 +173,12 @@ __global__ void __launch_bounds__(kThreads) f32_sample_kernel(const float* logit
 }  // namespace
 
 cudaError_t run_f32_sample(const float* logits, const float* params, const int32_t* seeds, const int32_t* positions,
-                           int32_t* ids, int64_t R, int64_t V, cudaStream_t s) {
+                           int32_t* ids, int64_t R, int64_t V, int parts, void* stats, cudaStream_t s) {
   if (R == 0) return cudaSuccess;
-  f32_sample_kernel<<<unsigned(R), kThreads, 0, s>>>(logits, params, seeds, positions, ids, V);
+  if (parts < 1 || parts > kSampleMaxParts || R > 65535) return cudaErrorInvalidValue;
+  RowStats* st = static_cast<RowStats*>(stats);
+  f32_row_stats<<<dim3(unsigned(parts), unsigned(R)), kStatThreads, 0, s>>>(logits, V, st);
+  f32_sample_kernel<<<unsigned(R), kThreads, 0, s>>>(logits, params, seeds, positions, ids, V, st, parts);
   return cudaGetLastError();
 }
 

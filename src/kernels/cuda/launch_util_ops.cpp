@@ -1,7 +1,9 @@
 // Launchers of the utility ops (fill_random, sample, add_i32) and the op-timing events.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_ops.h"
+#include <algorithm>
+
+#include "kernels/cuda/launch_util.h"
 #include "kernels/cuda/util_kernels.h"
 
 namespace mx::cuda {
@@ -23,10 +25,15 @@ Status fill_random(const ops::FillRandomArgs& a) {
 }
 
 Status sample(const ops::SampleArgs& a) {
+  const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
+  MX_CHECK(R <= 65535, "f32_sample: {} rows > 65535", R);
+  // About two blocks per SM over all rows for the max/argmax pass, at most kSampleMaxParts per row.
+  const int parts = int(std::clamp<int64_t>(2 * int64_t(sm_count()) / std::max<int64_t>(R, 1), 1, kern::kSampleMaxParts));
+  void* stats;
+  MX_ASSIGN(stats, workspace(size_t(std::max<int64_t>(R, 1)) * size_t(parts) * kern::kSampleStatBytes));
   return launched("f32_sample", kern::run_f32_sample(a.logits.ptr<const float>(), a.params.ptr<const float>(),
                                                      a.seeds.ptr<const int32_t>(), a.positions.ptr<const int32_t>(),
-                                                     a.ids.ptr<int32_t>(), a.logits.dim(0), a.logits.dim(1),
-                                                     engine_stream()));
+                                                     a.ids.ptr<int32_t>(), R, V, parts, stats, engine_stream()));
 }
 
 Status add_i32(const ops::AddI32Args& a) {

@@ -12,9 +12,12 @@ namespace mx::cuda::kern {
 enum class FillKind { F32, BF16, U8 };
 cudaError_t run_fill_random(void* out, FillKind kind, int64_t n, uint64_t seed, float scale, float offset, int lo,
                             int hi, cudaStream_t s);
-// f32_sample.cu (ops::sample)
+// f32_sample.cu (ops::sample): `parts` blocks per row (1..kSampleMaxParts) first find each row's
+// max, min and first argmax, into `stats` (R * parts * kSampleStatBytes of scratch).
+inline constexpr int kSampleMaxParts = 64;
+inline constexpr size_t kSampleStatBytes = 16;
 cudaError_t run_f32_sample(const float* logits, const float* params, const int32_t* seeds, const int32_t* positions,
-                           int32_t* ids, int64_t R, int64_t V, cudaStream_t s);
+                           int32_t* ids, int64_t R, int64_t V, int parts, void* stats, cudaStream_t s);
 cudaError_t run_add_i32(int32_t* x, int64_t n, int32_t value, cudaStream_t s);
 
 }  // namespace mx::cuda::kern
