@@ -102,8 +102,9 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
   if (R == 0) return ok_status();
   const Tensor rows_x = first(ws.rows_x, R);
   MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));
-  MX_TRY(ops::rmsnorm({.x = rows_x, .weight = w.final_norm, .eps = float(c.rms_norm_eps), .out = rows_x}));
-  return ops::linear({.x = rows_x, .w = w.lm_head, .out = a.logits});
+  // The final norm fused into lm_head (one GEMV kernel for decode).
+  return ops::linear({.x = rows_x, .w = w.lm_head, .out = a.logits,
+                      .norm = {.weight = w.final_norm, .eps = float(c.rms_norm_eps)}});
 }
 
 }  // namespace mx
