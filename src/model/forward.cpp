@@ -46,6 +46,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
   const int64_t T = a.tokens.dim(0), R = a.logit_rows.dim(0);
   MX_CHECK(T > 0 && T <= ws.max_tokens(), "forward: {} tokens, workspace holds {}", T, ws.max_tokens());
   MX_CHECK(R <= ws.max_logit_rows(), "forward: {} logit rows, workspace holds {}", R, ws.max_logit_rows());
+  MX_CHECK(!a.all_rows || R == T, "forward: all_rows with {} logit rows for {} tokens", R, T);
   MX_CHECK(int(a.cache.size()) == c.num_hidden_layers, "forward: {} cache layers for {} layers", a.cache.size(),
            c.num_hidden_layers);
   const Tensor x = first(ws.x, T), xn = first(ws.xn, T), qkv = first(ws.qkv, T), attn = first(ws.attn, T);
@@ -100,8 +101,8 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                      .residual = x}));
   }
   if (R == 0) return ok_status();
-  const Tensor rows_x = first(ws.rows_x, R);
-  MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));
+  const Tensor rows_x = a.all_rows ? x : first(ws.rows_x, R);
+  if (!a.all_rows) MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));
   // The final norm fused into lm_head (one GEMV kernel for decode).
   return ops::linear({.x = rows_x, .w = w.lm_head, .out = a.logits,
                       .norm = {.weight = w.final_norm, .eps = float(c.rms_norm_eps)}});

@@ -36,6 +36,7 @@ struct ForwardArgs {
   std::span<const ops::KvLayer> cache;  // one per layer
   Tensor sliding_block_tables;          // (S, max_blocks) i32, optional: sliding layers' tables (rings)
   Tensor logit_rows;                    // (R) i32: indices into the T tokens
+  bool all_rows = false;                // logit_rows is 0..T-1: lm_head reads the tokens in place
   Tensor logits;                        // (R, V) f32
 };
 

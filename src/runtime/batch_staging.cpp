@@ -66,6 +66,8 @@ Result<ForwardArgs> BatchStaging::stage(const HostBatch& b, std::span<const ops:
   MX_ASSIGN(a.batch.seq_index, put(seq_, b.seq_index));
   MX_ASSIGN(a.batch.block_tables, put_tables(tables_, b.tables));
   MX_ASSIGN(a.logit_rows, put(rows_, b.logit_rows));
+  a.all_rows = b.logit_rows.size() == b.tokens.size();  // every token samples (decode): rows 0..T-1?
+  for (size_t i = 0; a.all_rows && i < b.logit_rows.size(); ++i) a.all_rows = b.logit_rows[i] == int32_t(i);
   a.logits = logits_.rows(0, int64_t(b.logit_rows.size()));
   a.cache = cache;
   return a;
