@@ -136,7 +136,9 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
   for (int r = 0; r < kRows; ++r) wr[r] = w + (rows[r] < N ? rows[r] : (active ? rows[0] : 0)) * kv;
 
   // Weights stream from the start (launched as a programmatic dependent: they do not depend on
-  // the previous kernel); x, out and the token batch only after pdl_wait.
+  // the previous kernel); x, out and the token batch only after pdl_wait. The next kernel is
+  // released after the wait, not before: released early, its blocks sat resident through this
+  // kernel's predecessor (measured +0.8% tg128 on both models with the later release).
   uint4 wv[kUnroll][kRows];
   auto load_w = [&](int64_t c0) {
 #pragma unroll
@@ -152,14 +154,14 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
   if constexpr (kNorm == InNorm::RmsNorm) {
     uint4* nws = smem + T * kv;
     for (int64_t c = threadIdx.x; c < kv; c += kThreads) nws[c] = __ldg(norm_w + c);
-    dev::pdl_launch_dependents();
     dev::pdl_wait();
+    dev::pdl_launch_dependents();
     stage_rmsnorm<T>(x, nws, smem, kv, eps);
     if (!active) return;
     xsrc = smem;
   } else {
-    dev::pdl_launch_dependents();
     dev::pdl_wait();
+    dev::pdl_launch_dependents();
   }
   float acc[T][kRows] = {};
   for (int64_t c0 = lane; c0 < kv; c0 += 32 * kUnroll) {
