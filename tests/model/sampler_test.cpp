@@ -1,6 +1,10 @@
 // Host sampler: greedy ties, seeded reproducibility, top-k / top-p / min-p filtering.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -38,6 +42,62 @@ TEST(Sampler, FiltersRestrictTheCandidates) {
     EXPECT_EQ(topp.sample(l), 0);
     const int32_t m = minp.sample(l);
     EXPECT_TRUE(m == 0 || m == 1 || m == 4) << m;
+  }
+}
+
+// Draw frequencies against the softmax (temperature 0.8, no filter: the unsorted path with its
+// blocked inverse CDF), over a row longer than one block of weights.
+TEST(Sampler, FrequenciesFollowTheSoftmax) {
+  std::vector<float> l(1500, -30.0f);  // far below: ~e^-40 each
+  const std::vector<std::pair<int, float>> hot = {{3, 1.0f}, {700, 0.2f}, {1100, 1.5f}, {1499, 0.0f}};
+  for (auto [i, v] : hot) l[size_t(i)] = v;
+  const float T = 0.8f;
+  double z = 0;
+  for (auto [i, v] : hot) z += std::exp(double(v) / T);
+  Sampler s({.temperature = T, .seed = 11});
+  std::vector<int> count(l.size());
+  const int draws = 40000;
+  for (int d = 0; d < draws; ++d) count[size_t(s.sample(l))]++;
+  for (auto [i, v] : hot) {
+    const double p = std::exp(double(v) / T) / z, got = double(count[size_t(i)]) / draws;
+    EXPECT_NEAR(got, p, 4 * std::sqrt(p * (1 - p) / draws) + 1e-3) << "token " << i;
+  }
+}
+
+// Top-p and min-p at the real vocabulary size: every draw is in the set that a full sort of the
+// softmax gives, and the most likely tokens of the set are drawn.
+TEST(Sampler, TopPAndMinPAtVocabularySize) {
+  const size_t V = 201088;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 2.0f);
+  std::vector<float> l(V);
+  for (float& x : l) x = n(rng);
+  for (int i = 0; i < 12; ++i) l[size_t(rng() % V)] = 17.0f + 0.25f * float(i);  // peaks: ~99% of the mass
+  for (const auto& [top_p, min_p] : std::vector<std::pair<float, float>>{{0.9f, 0.0f}, {0.6f, 0.0f}, {0.97f, 0.02f}}) {
+    // The reference set: descending softmax, smallest prefix with mass >= top_p, then min-p.
+    std::vector<int32_t> ids(V);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)] || (l[size_t(a)] == l[size_t(b)] && a < b); });
+    const double m = l[size_t(ids[0])];
+    double z = 0;
+    for (float x : l) z += std::exp(double(x) - m);
+    std::set<int32_t> allowed;
+    double cum = 0;
+    for (size_t k = 0; k < V && (k == 0 || cum < top_p); ++k) {
+      const double p = std::exp(double(l[size_t(ids[k])]) - m) / z;
+      if (min_p > 0 && p < min_p * std::exp(0.0) / z) break;
+      allowed.insert(ids[k]);
+      cum += p;
+    }
+    Sampler s({.temperature = 1.0f, .top_p = top_p, .min_p = min_p, .seed = 9});
+    std::set<int32_t> seen;
+    for (int d = 0; d < 500; ++d) {
+      const int32_t t = s.sample(l);
+      EXPECT_TRUE(allowed.count(t)) << "token " << t << " outside the top-p set, top_p " << top_p;
+      seen.insert(t);
+    }
+    EXPECT_TRUE(seen.count(ids[0])) << "the most likely token was never drawn, top_p " << top_p;
+    EXPECT_GE(seen.size(), std::min<size_t>(allowed.size(), 3)) << "top_p " << top_p;
   }
 }
 
