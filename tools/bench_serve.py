@@ -7,6 +7,7 @@ library only.
 
 usage: tools/bench_serve.py [--base-url http://127.0.0.1:8000/v1] [--concurrency 1,8,64]
                             [--requests-per-level 64] [--max-tokens 128] [--prompt-words 256]
+                            [--temperature 0] [--top-p 1]
 """
 import argparse
 import concurrent.futures
@@ -31,7 +32,8 @@ def connect(base):
 def one(args, model, i):
     conn, path = connect(args.base_url)
     body = {"model": model, "prompt": prompt(i, args.prompt_words), "max_tokens": args.max_tokens,
-            "stream": True, "ignore_eos": True, "temperature": 0, "stream_options": {"include_usage": True}}
+            "stream": True, "ignore_eos": True, "temperature": args.temperature, "top_p": args.top_p,
+            "seed": i, "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
     conn.request("POST", f"{path}/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = conn.getresponse()
@@ -79,12 +81,14 @@ def main():
     ap.add_argument("--requests-per-level", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--prompt-words", type=int, default=256)
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-p", type=float, default=1.0)
     args = ap.parse_args()
     conn, path = connect(args.base_url)
     conn.request("GET", f"{path}/models")
     model = json.loads(conn.getresponse().read())["data"][0]["id"]
     print(f"model {model}, {args.requests_per_level} requests per level, prompt {args.prompt_words} words, "
-          f"{args.max_tokens} output tokens\n")
+          f"{args.max_tokens} output tokens, temperature {args.temperature}, top_p {args.top_p}\n")
     print("| concurrency | requests | TTFT mean ms | TTFT p50 | TTFT p99 | TPOT mean ms | TPOT p99 | output tok/s |")
     print("|--:|--:|--:|--:|--:|--:|--:|--:|")
     for c in (int(x) for x in args.concurrency.split(",")):
