@@ -2,8 +2,8 @@
 // min-p), renormalise and draw. Costs at a 201,088-token vocabulary are in docs/PERFORMANCE.md:
 // only as many candidates are sorted as the filters need (top-k: a partial sort of k; top-p: the
 // tokens above a weight bound that leaves top_p of the mass above it, a partial sort of 1024 of
-// those first), the weights use an exp that the compiler vectorises, and the draw finds a block
-// of 512 weights by their sums before the token inside it.
+// those first, or a bisected weight threshold when they are many), the weights use an exp that
+// the compiler vectorises, and the draw finds a block of 512 weights by their sums first.
 #include "runtime/sampler.h"
 
 #include <algorithm>
@@ -112,6 +112,21 @@ void weigh(std::span<const float> l, float m, float inv_t, float floor, BlockedW
     bw.total += s;
   }
 }
+// Sum of the weights >= tau (8 lanes, in float: used to place a threshold, not to draw).
+double mass_from(const std::vector<float>& w, float tau) {
+  float acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= w.size(); i += 8)
+    for (size_t j = 0; j < 8; ++j) acc[j] += w[i + j] >= tau ? w[i + j] : 0.0f;
+  for (; i < w.size(); ++i) acc[0] += w[i] >= tau ? w[i] : 0.0f;
+  double s = 0;
+  for (float a : acc) s += a;
+  return s;
+}
+
+// Top-p by sorting this many candidates at most; more (a flat softmax) by a threshold instead.
+constexpr size_t kSortMax = 4096;
+
 size_t draw_blocked(const BlockedWeights& bw, std::mt19937_64& rng) {
   const double u = std::uniform_real_distribution<double>(0.0, bw.total)(rng);
   double cum = 0;
@@ -120,6 +135,29 @@ size_t draw_blocked(const BlockedWeights& bw, std::mt19937_64& rng) {
   const size_t lo = b * kBlock, hi = std::min(bw.w.size(), lo + kBlock);
   const std::span<const float> in(bw.w.data() + lo, hi - lo);
   return lo + draw(in, in.size(), bw.sums[b], rng);
+}
+
+// Top-p (then min-p) as a weight threshold: the largest tau whose tokens (w >= tau) hold top_p
+// of the mass, by bisection over the float bits of tau (31 passes over the weights); with
+// distinct weights that is exactly the set of the sorted prefix, ties at the bound are all kept.
+// The draw is over the kept weights in id order.
+size_t sample_by_threshold(BlockedWeights& bw, float top_p, float min_p, std::mt19937_64& rng) {
+  const double target = double(top_p) * bw.total;
+  uint32_t lo = 0, hi = 0x3f800000u;  // tau in [0, 1]: the largest weight is 1
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo + 1) / 2;
+    float tau;
+    std::memcpy(&tau, &mid, sizeof tau);
+    if (mass_from(bw.w, tau) >= target) lo = mid;
+    else hi = mid - 1;
+  }
+  float tau;
+  std::memcpy(&tau, &lo, sizeof tau);
+  tau = std::max(tau, min_p);  // min-p: a weight of at least min_p times the largest
+  for (float& x : bw.w) x = x >= tau ? x : 0.0f;
+  double kept = 0;
+  for (float x : bw.w) kept += x;
+  return draw(bw.w, bw.w.size(), kept, rng);
 }
 
 }  // namespace
@@ -174,6 +212,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
       std::iota(ids.begin(), ids.end(), 0);
     }
     n = ids.size();
+    if (n > kSortMax) return int32_t(sample_by_threshold(bw, p_.top_p, p_.min_p, rng_));
   }
   auto sort_to = [&](size_t k) {  // ids[0..k) in order; k == n sorts the rest after a prefix
     k = std::min(k, n);

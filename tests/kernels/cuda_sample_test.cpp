@@ -48,7 +48,9 @@ TEST(CudaSample, MatchesCpuAtVocabSize) {
   int same = 0;
   for (int64_t r = 0; r < R; ++r) {
     same += cpu[size_t(r)] == gpu[size_t(r)];
-    if (r % 6 == 0) EXPECT_EQ(cpu[size_t(r)], gpu[size_t(r)]) << "greedy row " << r;
+    if (r % 6 == 0) {
+      EXPECT_EQ(cpu[size_t(r)], gpu[size_t(r)]) << "greedy row " << r;
+    }
   }
   // Float (GPU) vs double (CPU) sums can move a draw that lands within rounding of a bucket edge.
   EXPECT_GE(same, R - 1) << "rows where the GPU draw differs from the CPU one";
