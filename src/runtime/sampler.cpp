@@ -2,13 +2,14 @@
 // min-p), renormalise and draw. Costs at a 201,088-token vocabulary are in docs/PERFORMANCE.md:
 // only as many candidates are sorted as the filters need (top-k: a partial sort of k; top-p: the
 // tokens above a weight bound that leaves top_p of the mass above it, a partial sort of 1024 of
-// those first, or a bisected weight threshold when they are many), the weights use an exp that
+// those first, or a weight threshold from a histogram when they are many), the weights use an exp that
 // the compiler vectorises, and the draw finds a block of 512 weights by their sums first.
 #include "runtime/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -89,6 +90,25 @@ struct BlockedWeights {
   std::vector<double> sums;
   double total = 0;
 };
+// The block sums and the total of bw.w.
+void block_sums(BlockedWeights& bw) {
+  const size_t V = bw.w.size();
+  bw.sums.assign((V + kBlock - 1) / kBlock, 0.0);
+  bw.total = 0;
+  for (size_t b = 0; b < bw.sums.size(); ++b) {
+    const size_t lo = b * kBlock, hi = std::min(V, lo + kBlock);
+    float acc[8] = {};
+    size_t i = lo;
+    for (; i + 8 <= hi; i += 8)
+      for (size_t j = 0; j < 8; ++j) acc[j] += bw.w[i + j];
+    for (; i < hi; ++i) acc[0] += bw.w[i];
+    double s = 0;
+    for (float a : acc) s += a;
+    bw.sums[b] = s;
+    bw.total += s;
+  }
+}
+
 // w[i] = e^((l_i - m) / T) where l_i >= floor, else 0.
 void weigh(std::span<const float> l, float m, float inv_t, float floor, BlockedWeights& bw) {
   const size_t V = l.size();
@@ -97,33 +117,8 @@ void weigh(std::span<const float> l, float m, float inv_t, float floor, BlockedW
   const float* __restrict in = l.data();
   float* __restrict w = bw.w.data();
   for (size_t i = 0; i < V; ++i) w[i] = exp_nonpos((in[i] - m) * inv_t, lowest);
-  bw.sums.assign((V + kBlock - 1) / kBlock, 0.0);
-  bw.total = 0;
-  for (size_t b = 0; b < bw.sums.size(); ++b) {
-    const size_t lo = b * kBlock, hi = std::min(V, lo + kBlock);
-    float acc[8] = {};
-    size_t i = lo;
-    for (; i + 8 <= hi; i += 8)
-      for (size_t j = 0; j < 8; ++j) acc[j] += w[i + j];
-    for (; i < hi; ++i) acc[0] += w[i];
-    double s = 0;
-    for (float a : acc) s += a;
-    bw.sums[b] = s;
-    bw.total += s;
-  }
+  block_sums(bw);
 }
-// Sum of the weights >= tau (8 lanes, in float: used to place a threshold, not to draw).
-double mass_from(const std::vector<float>& w, float tau) {
-  float acc[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= w.size(); i += 8)
-    for (size_t j = 0; j < 8; ++j) acc[j] += w[i + j] >= tau ? w[i + j] : 0.0f;
-  for (; i < w.size(); ++i) acc[0] += w[i] >= tau ? w[i] : 0.0f;
-  double s = 0;
-  for (float a : acc) s += a;
-  return s;
-}
-
 // Top-p by sorting this many candidates at most; more (a flat softmax) by a threshold instead.
 constexpr size_t kSortMax = 4096;
 
@@ -138,26 +133,36 @@ size_t draw_blocked(const BlockedWeights& bw, std::mt19937_64& rng) {
 }
 
 // Top-p (then min-p) as a weight threshold: the largest tau whose tokens (w >= tau) hold top_p
-// of the mass, by bisection over the float bits of tau (31 passes over the weights); with
-// distinct weights that is exactly the set of the sorted prefix, ties at the bound are all kept.
-// The draw is over the kept weights in id order.
+// of the mass; with distinct weights that is exactly the set of the sorted prefix, ties at the
+// bound are all kept. Two passes: the mass per 16-bit prefix of the weights' float bits (the order
+// of non-negative floats), walked from the top to the prefix where the mass is reached; then the
+// weights with that prefix, sorted. The draw is over the kept weights in id order.
 size_t sample_by_threshold(BlockedWeights& bw, float top_p, float min_p, std::mt19937_64& rng) {
   const double target = double(top_p) * bw.total;
-  uint32_t lo = 0, hi = 0x3f800000u;  // tau in [0, 1]: the largest weight is 1
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo + 1) / 2;
-    float tau;
-    std::memcpy(&tau, &mid, sizeof tau);
-    if (mass_from(bw.w, tau) >= target) lo = mid;
-    else hi = mid - 1;
+  auto prefix = [](float w) {
+    uint32_t u;
+    std::memcpy(&u, &w, sizeof u);
+    return u >> 16;  // w in [0, 1]: prefixes 0 .. 0x3f80
+  };
+  std::vector<double> mass(0x3f81, 0.0);
+  for (float x : bw.w) mass[prefix(x)] += x;
+  double above = 0;
+  uint32_t b = 0x3f80;
+  for (; b > 0 && above + mass[b] < target; --b) above += mass[b];
+  std::vector<float> in_b;
+  for (float x : bw.w)
+    if (prefix(x) == b) in_b.push_back(x);
+  std::sort(in_b.begin(), in_b.end(), std::greater<>());
+  float tau = 0.0f;
+  for (float x : in_b) {
+    above += x;
+    tau = x;
+    if (above >= target) break;
   }
-  float tau;
-  std::memcpy(&tau, &lo, sizeof tau);
   tau = std::max(tau, min_p);  // min-p: a weight of at least min_p times the largest
   for (float& x : bw.w) x = x >= tau ? x : 0.0f;
-  double kept = 0;
-  for (float x : bw.w) kept += x;
-  return draw(bw.w, bw.w.size(), kept, rng);
+  block_sums(bw);
+  return draw_blocked(bw, rng);
 }
 
 }  // namespace
@@ -199,20 +204,24 @@ int32_t Sampler::sample(std::span<const float> logits) {
     BlockedWeights bw;
     weigh(logits, m, inv_t, -INFINITY, bw);
     total = bw.total;
+    // The ids above each bound while they are few; past kSortMax only their mass is counted.
+    bool few = false;
     for (const float bound : {1e-4f, 1e-8f}) {
       ids.clear();
       double mass = 0;
+      size_t count = 0;
       for (size_t i = 0; i < V; ++i)
-        if (bw.w[i] >= bound) ids.push_back(int32_t(i)), mass += bw.w[i];
-      if (mass >= double(p_.top_p) * total) break;
-      ids.clear();
+        if (bw.w[i] >= bound) {
+          mass += bw.w[i];
+          if (++count <= kSortMax) ids.push_back(int32_t(i));
+        }
+      if (mass >= double(p_.top_p) * total) {
+        few = count <= kSortMax;
+        break;
+      }
     }
-    if (ids.empty()) {
-      ids.resize(V);
-      std::iota(ids.begin(), ids.end(), 0);
-    }
+    if (!few) return int32_t(sample_by_threshold(bw, p_.top_p, p_.min_p, rng_));
     n = ids.size();
-    if (n > kSortMax) return int32_t(sample_by_threshold(bw, p_.top_p, p_.min_p, rng_));
   }
   auto sort_to = [&](size_t k) {  // ids[0..k) in order; k == n sorts the rest after a prefix
     k = std::min(k, n);
