@@ -27,7 +27,9 @@ int main() {
       {"temperature 1", {.temperature = 1.0f, .seed = 3}, &peaked},
       {"temperature 1, top_p 0.9", {.temperature = 1.0f, .top_p = 0.9f, .seed = 3}, &peaked},
       {"temperature 0.7, top_k 50", {.temperature = 0.7f, .top_k = 50, .seed = 3}, &peaked},
-      {"temperature 1, top_p 0.95, min_p 0.05", {.temperature = 1.0f, .top_p = 0.95f, .min_p = 0.05f, .seed = 3}, &peaked},
+      {"temperature 1, top_p 0.95, min_p 0.05",
+       {.temperature = 1.0f, .top_p = 0.95f, .min_p = 0.05f, .seed = 3},
+       &peaked},
       {"temperature 1, top_p 0.99, flat row", {.temperature = 1.0f, .top_p = 0.99f, .seed = 3}, &flat},
   };
   std::printf("| sampling (V = %zu) | µs per token |\n|---|--:|\n", V);

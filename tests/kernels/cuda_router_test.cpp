@@ -1,5 +1,6 @@
 // CUDA moe_router (rmsnorm -> router GEMV -> top-k + softmax, or without the top-k; one kernel for
-// T <= 8, the ops in a row above) against the CPU reference on fresh seeded inputs: gpt-oss sizes (D 2880, E 128 / 32, K 4)
+// T <= 8, the ops in a row above) against the CPU reference on fresh seeded inputs: gpt-oss sizes
+// (D 2880, E 128 / 32, K 4)
 // and odd ones, forced ties, bf16 and f32 logits, back-to-back calls, a corrupted-output check.
 #include <gtest/gtest.h>
 

@@ -80,8 +80,9 @@ TEST(Sampler, TopPAndMinPAtVocabularySize) {
     float top_p, min_p;
     int draws;
   };
-  for (const Case& c : {Case{&peaked, 0.9f, 0.0f, 500}, Case{&peaked, 0.6f, 0.0f, 500}, Case{&peaked, 0.97f, 0.02f, 500},
-                        Case{&flat, 0.5f, 0.0f, 100}, Case{&flat, 0.9f, 0.5f, 100}}) {
+  const Case cases[] = {{&peaked, 0.9f, 0.0f, 500}, {&peaked, 0.6f, 0.0f, 500}, {&peaked, 0.97f, 0.02f, 500},
+                        {&flat, 0.5f, 0.0f, 100}, {&flat, 0.9f, 0.5f, 100}};
+  for (const Case& c : cases) {
     const std::vector<float>& l = *c.l;
     // The reference set: descending softmax, smallest prefix with mass >= top_p, then min-p.
     std::vector<int32_t> ids(V);

@@ -1,9 +1,9 @@
 // bf16_mxfp4w_moe_gemv: the MoE experts for a few tokens (decode) straight from the top-k ids, or
 // from the router logits with each block selecting its token's top-k itself (no sort, no host
-// sync, no separate top-k pass), MXFP4 weights in the checkpoint layout decoded in registers and multiplied
-// on the tensor cores (mma.sync m16n8k16, FP16 operands, FP32 accumulation). Kernel 1: gate_up
-// for each (token, slot) with bias and the clamped SwiGLU fused -> act. Kernel 2: down for each
-// token, its K experts in slot order (deterministic), routing weights, bias and residual fused.
+// sync, no separate top-k pass), MXFP4 weights in the checkpoint layout decoded in registers and
+// multiplied on the tensor cores (mma.sync m16n8k16, FP16 operands, FP32 accumulation). Kernel 1:
+// gate_up for each (token, slot) with bias and the clamped SwiGLU fused -> act. Kernel 2: down for
+// each token, its K experts in slot order (deterministic), routing weights, bias and residual fused.
 //
 // The weights stream through mxfp4_pair_stream.cuh (fragment mapping: docs/KERNELS.md, "MoE
 // GEMV"). Activations are staged once per block in shared memory as FP16 in the order the mma B

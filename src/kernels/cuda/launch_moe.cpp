@@ -46,8 +46,8 @@ Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
   if (T == 0) return ok_status();
   void* act;
   MX_ASSIGN(act, workspace(size_t(T) * K * F * 2));
-  MX_CHECK(a.logits.empty() || moe_selects_supported(a), "bf16_mxfp4w_moe_gemv: selects from at most {} experts' logits",
-           kern::kTopkMaxExperts);
+  MX_CHECK(a.logits.empty() || moe_selects_supported(a),
+           "bf16_mxfp4w_moe_gemv: selects from at most {} experts' logits", kern::kTopkMaxExperts);
   const kern::MoeParams p{.x = a.x.data, .ids = a.ids.ptr<int32_t>(), .weights = a.weights.ptr<float>(),
                           .logits = a.logits.empty() ? nullptr : a.logits.data,
                           .logits_f32 = a.logits.dtype == DType::F32,

@@ -28,7 +28,8 @@ Status sample(const ops::SampleArgs& a) {
   const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
   MX_CHECK(R <= 65535, "f32_sample: {} rows > 65535", R);
   // About two blocks per SM over all rows for the max/argmax pass, at most kSampleMaxParts per row.
-  const int parts = int(std::clamp<int64_t>(2 * int64_t(sm_count()) / std::max<int64_t>(R, 1), 1, kern::kSampleMaxParts));
+  const int64_t per_row = 2 * int64_t(sm_count()) / std::max<int64_t>(R, 1);
+  const int parts = int(std::clamp<int64_t>(per_row, 1, kern::kSampleMaxParts));
   void* stats;
   MX_ASSIGN(stats, workspace(size_t(std::max<int64_t>(R, 1)) * size_t(parts) * kern::kSampleStatBytes));
   return launched("f32_sample", kern::run_f32_sample(a.logits.ptr<const float>(), a.params.ptr<const float>(),

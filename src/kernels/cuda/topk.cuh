@@ -49,7 +49,10 @@ __device__ __forceinline__ void load_logits(const void* logits, bool f32, int64_
     const uint4 u = __ldcg(reinterpret_cast<const uint4*>(row + e0));
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
     return;
   }
 #pragma unroll
