@@ -112,8 +112,7 @@ __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, i
   // every 32 pairs and at the end.
   float my_gate = 0.0f, my_up = 0.0f;
   const int pairs = valid ? min(P, p.F - j0) : 0;
-  st.run(xs, int64_t(e) * p.F + j0, [&](int64_t pair, float gate, float upv) {
-    const int i = int(pair - (int64_t(e) * p.F + j0));
+  st.run(xs, [&](int i, float gate, float upv) {
     if (lane == i % 32) my_gate = gate, my_up = upv;
     if (i % 32 != 31 && i != pairs - 1) return;  // uniform over the warp
     const int j = j0 + (i / 32) * 32 + lane;
@@ -185,11 +184,10 @@ __global__ void __launch_bounds__(kMoeMaxK * 32) moe_gemv_down(MoeParams p, int 
   for (int r = threadIdx.x; r < p.K * 2 * P; r += blockDim.x) part[r] = 0.0f;
   __syncthreads();
 
-  const int64_t pair0 = int64_t(valid ? e : 0) * (p.D / 2) + i0;
-  st.run(as + k * padded, pair0, [&](int64_t pair, float r0, float r1) {
+  st.run(as + k * padded, [&](int i, float r0, float r1) {
     if (threadIdx.x % 32 != 0) return;
-    part[k * 2 * P + 2 * int(pair - pair0)] = r0;
-    part[k * 2 * P + 2 * int(pair - pair0) + 1] = r1;
+    part[k * 2 * P + 2 * i] = r0;
+    part[k * 2 * P + 2 * i + 1] = r1;
   });
   __syncthreads();
   const float down = 16384.0f / p.act_scale;  // undoes the 2^-14 of the decode and act_scale

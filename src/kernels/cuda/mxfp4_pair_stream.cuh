@@ -75,7 +75,8 @@ __device__ __forceinline__ const uint4* lane_x(const uint4* xs) {
 // with G blocks per row: steps of 8 blocks (lane group g takes block 8s + g of both rows), kRing
 // steps of words and scale bytes in flight in registers. Activations are staged with zero padding
 // up to 8 * steps_per_pair blocks, so the tail groups multiply zero weights by zeros. `emit(i, r0,
-// r1)` receives each pair's dots (times 2^14 over the activation scale), on every lane.
+// r1)` receives the dots of the stream's pair i (0-based; times 2^14 over the activation scale), on
+// every lane.
 template <int kRing>  // steps (8 blocks of a row pair) in flight per warp
 struct RingStream {
   const uint8_t* words;   // word t of block g of row 2 * first
@@ -114,10 +115,9 @@ struct RingStream {
     for (int i = 0; i < kRing; ++i) load(i);
   }
   template <typename Emit>
-  __device__ __forceinline__ void run(const uint4* xs, int64_t first, Emit&& emit) {
+  __device__ __forceinline__ void run(const uint4* xs, Emit&& emit) {
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int cs = 0;
-    int64_t pair = first;
+    int cs = 0, pair = 0;
     const uint4* x = lane_x(xs);
     for (int base = 0; base < total; base += kRing) {
 #pragma unroll
@@ -176,7 +176,7 @@ struct PairAheadStream {
     for (int s = 0; s < SP; ++s) load(s, r);
   }
   template <typename Emit>
-  __device__ __forceinline__ void run(const uint4* xs, int64_t first, Emit&& emit) {
+  __device__ __forceinline__ void run(const uint4* xs, Emit&& emit) {
     const uint4* x = lane_x(xs);
     for (int q = 0; q < pairs; ++q) {
       const bool more = q + 1 < pairs;
@@ -188,7 +188,7 @@ struct PairAheadStream {
         if (more) load(s, next);
       }
       const float2 r = pair_dots(acc);
-      emit(first + q, r.x, r.y);
+      emit(q, r.x, r.y);
     }
   }
 };
