@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "runtime/sampler.h"
@@ -36,10 +35,11 @@ int main() {
   for (const Case& c : cases) {
     mx::Sampler s(c.p);
     const int reps = 30;
-    long sink = 0;
+    long ids = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) sink += s.sample(*c.row);
+    for (int r = 0; r < reps; ++r) ids += s.sample(*c.row);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
-    std::printf("| %s | %.1f |\n", c.name, us + double(sink % 1) * 0.0);
+    std::printf("| %s | %.1f |\n", c.name, us);
+    std::fprintf(stderr, "%s: sum of the drawn ids %ld\n", c.name, ids);  // the draws are used
   }
 }

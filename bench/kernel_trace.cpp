@@ -28,6 +28,7 @@ struct Row {
 };
 
 std::mutex g_mutex;
+std::vector<Row> g_rows;
 
 std::string demangle(const char* name) {
   if (!name) return "?";
@@ -37,7 +38,6 @@ std::string demangle(const char* name) {
   std::free(d);
   return out;
 }
-std::vector<Row> g_rows;
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));

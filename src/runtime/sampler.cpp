@@ -2,8 +2,8 @@
 // min-p), renormalise and draw. Costs at a 201,088-token vocabulary are in docs/PERFORMANCE.md:
 // only as many candidates are sorted as the filters need (top-k: a partial sort of k; top-p: the
 // tokens above a weight bound that leaves top_p of the mass above it, a partial sort of 1024 of
-// those first, or a weight threshold from a histogram when they are many), the weights use an exp that
-// the compiler vectorises, and the draw finds a block of 512 weights by their sums first.
+// those first, or a weight threshold from a histogram when they are many), the weights use an exp
+// that the compiler vectorises, and the draw finds a block of 512 weights by their sums first.
 #include "runtime/sampler.h"
 
 #include <algorithm>
@@ -54,17 +54,6 @@ float max_logit(std::span<const float> l) {
   return *std::max_element(m, m + 8);
 }
 
-}  // namespace
-
-// The largest logit first (8 lanes), then the first index holding it: the lowest id on ties.
-int32_t argmax(std::span<const float> logits) {
-  const float m = max_logit(logits);
-  for (size_t i = 0; i < logits.size(); ++i)
-    if (logits[i] == m) return int32_t(i);
-  return 0;  // all NaN
-}
-
-namespace {
 
 // An index drawn with probability w[i] / total (total = the sum of w[0..n)) from one uniform
 // number: the inverse CDF in index order.
@@ -119,8 +108,6 @@ void weigh(std::span<const float> l, float m, float inv_t, float floor, BlockedW
   for (size_t i = 0; i < V; ++i) w[i] = exp_nonpos((in[i] - m) * inv_t, lowest);
   block_sums(bw);
 }
-// Top-p by sorting this many candidates at most; more (a flat softmax) by a threshold instead.
-constexpr size_t kSortMax = 4096;
 
 size_t draw_blocked(const BlockedWeights& bw, std::mt19937_64& rng) {
   const double u = std::uniform_real_distribution<double>(0.0, bw.total)(rng);
@@ -131,6 +118,9 @@ size_t draw_blocked(const BlockedWeights& bw, std::mt19937_64& rng) {
   const std::span<const float> in(bw.w.data() + lo, hi - lo);
   return lo + draw(in, in.size(), bw.sums[b], rng);
 }
+
+// Top-p by sorting this many candidates at most; more (a flat softmax) by a threshold instead.
+constexpr size_t kSortMax = 4096;
 
 // Top-p (then min-p) as a weight threshold: the largest tau whose tokens (w >= tau) hold top_p
 // of the mass; with distinct weights that is exactly the set of the sorted prefix, ties at the
@@ -167,6 +157,14 @@ size_t sample_by_threshold(BlockedWeights& bw, float top_p, float min_p, std::mt
 
 }  // namespace
 
+// The largest logit first (8 lanes), then the first index holding it: the lowest id on ties.
+int32_t argmax(std::span<const float> logits) {
+  const float m = max_logit(logits);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] == m) return int32_t(i);
+  return 0;  // all NaN
+}
+
 // No top-k / top-p: the softmax in id order (min-p is a threshold on the logit), no sort.
 int32_t Sampler::sample_unsorted(std::span<const float> logits) {
   const float m = max_logit(logits);
@@ -189,7 +187,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
   // The candidates in descending order as far as `sorted`, and the softmax normaliser: with top-k
   // the top k and their sum; else the whole vocabulary's sum, and as candidates the tokens whose
   // weight (relative to the largest, 1) reaches a bound that still leaves top_p of the mass above
-  // it: the top-p set is a prefix of those (1e-4, else 1e-8, else every token).
+  // it: the top-p set is a prefix of those (1e-4, else 1e-8). More than kSortMax of them, or no
+  // such bound: sample_by_threshold.
   std::vector<int32_t> ids;
   size_t n = 0, sorted = 0;
   double total = 0;
