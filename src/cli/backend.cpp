@@ -1,4 +1,4 @@
-// --backend resolution.
+// --backend resolution and --moe-activation.
 #include "cli/backend.h"
 
 #include "cli/commands.h"
@@ -14,6 +14,20 @@ Device select_device(const std::string& backend) {
     return Device::CUDA;
   }
   return ops::cuda_available() ? Device::CUDA : Device::CPU;
+}
+
+void add_moe_activation_option(CLI::App* cmd, std::string* value) {
+  cmd->add_option("--moe-activation", *value,
+                  "Activations of the prefill MoE GEMMs on CUDA: bf16, or fp8 (E4M3 with per-32 E8M0 scales, "
+                  "quantized in the expand; docs/PERFORMANCE.md states its accuracy and speed)")
+      ->default_val("bf16")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+}
+
+void apply_moe_activation(const std::string& value) {
+  const auto a = ops::parse_moe_activation(value);
+  if (!a) exit_on_error(Status::error(fmt::format("--moe-activation: '{}' is not bf16 or fp8", value)));
+  ops::set_moe_activation(*a);
 }
 
 }  // namespace mx::cli

@@ -12,6 +12,7 @@ namespace {
 
 struct BenchFlags {
   std::string model, prompts = "2048", gens = "32,128", depths = "0", batches = "1", backend = "auto";
+  std::string moe_activation = "bf16";
   int reps = 3;
   bool profile = false, no_graphs = false;
 };
@@ -44,6 +45,7 @@ Status bench(const BenchFlags& f) {
   o.profile = f.profile;
   o.graphs = f.no_graphs ? UseGraphs::No : UseGraphs::Yes;
   const Device device = select_device(f.backend);
+  apply_moe_activation(f.moe_activation);
   MX_ASSIGN(auto model, Model::load(f.model, device));
   auto on_row = [](const BenchRow& r) {
     if (r.skipped.empty())
@@ -75,6 +77,7 @@ void register_bench(CLI::App& app) {
       ->default_val(3)->check(CLI::PositiveNumber);
   cmd->add_option("--backend", f->backend, "auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_moe_activation_option(cmd, &f->moe_activation);
   cmd->add_flag("--profile", f->profile, "Print a per-op time table of one decode step");
   cmd->add_flag("--no-graphs", f->no_graphs, "Launch decode steps op by op instead of replaying a CUDA graph");
   cmd->callback([f] { exit_on_error(bench(*f)); });

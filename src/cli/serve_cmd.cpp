@@ -24,6 +24,7 @@ extern "C" void on_signal(int) { g_stop = true; }
 
 struct ServeFlags {
   std::string config, model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
+  std::string moe_activation = "bf16";
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   double gpu_memory_utilization = 0.9;
@@ -57,6 +58,7 @@ Status serve(ServeFlags f) {
   }
   if (f.served_model_name.empty()) f.served_model_name = demo ? "mxserve-demo" : f.model;
   const Device device = select_device(f.backend);
+  apply_moe_activation(f.moe_activation);
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
   server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
@@ -176,6 +178,7 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--enable-prefix-caching", f->enable_prefix_caching, "Reuse the KV cache blocks of shared prompt prefixes (full blocks)");
   cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_moe_activation_option(cmd, &f->moe_activation);
   cmd->callback([f] { exit_on_error(serve(*f)); });
 }
 

@@ -47,4 +47,25 @@ float fp8_e4m3_to_f32(uint8_t v) {
   return sign ? -mag : mag;
 }
 
+uint8_t f32_to_fp8_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  if (a > 448.0f) return sign | 0x7e;  // satfinite
+  // Steps of 2^-9 below 2^-6 (subnormals), else 2^(e-3) in [2^e, 2^(e+1)); nearbyint rounds to
+  // nearest even, and a carry into the next binade is the next code.
+  const int e = a < 0x1p-6f ? -6 : std::ilogb(a);
+  const int m = int(std::nearbyint(std::ldexp(a, 3 - e)));  // exact scaling; 0..16
+  const int code = e == -6 && m < 8 ? m : ((e + 7) << 3) + (m - 8);
+  return uint8_t(sign | (code > 0x7e ? 0x7e : code));
+}
+
+void quantize_mx_e4m3(const float* in32, uint8_t* codes32, uint8_t* scale) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(in32[i]));
+  *scale = mx_e4m3_scale(amax);
+  const float inv = std::ldexp(1.0f, 127 - int(*scale));
+  for (int i = 0; i < 32; ++i) codes32[i] = f32_to_fp8_e4m3(in32[i] * inv);
+}
+
 }  // namespace mx

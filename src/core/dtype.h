@@ -57,5 +57,21 @@ inline void decode_mxfp4_block(const uint8_t* bytes16, uint8_t scale, float* out
 
 // FP8 E4M3 (OCP, finite-only "fn" variant: no inf, 0x7f/0xff = NaN, max 448).
 float fp8_e4m3_to_f32(uint8_t v);
+// Round-to-nearest-even, saturating to ±448 (as cvt.rn.satfinite.e4m3x2.f32); NaN -> 0x7f.
+uint8_t f32_to_fp8_e4m3(float f);
+
+// MX FP8 block quantization (32 values, one E8M0 scale), the rule the CUDA kernels use: with
+// amax = m·2^e (1 <= m < 2), scale = 2^(e-8), or 2^(e-7) when m > 1.75, so that amax/scale <= 448
+// and no value saturates; the scale byte is clamped to [0, 253] (253 keeps 2^(127-s) a normal
+// float). From the float bits of amax, exactly.
+inline uint8_t mx_e4m3_scale(float amax) {
+  uint32_t u;
+  std::memcpy(&u, &amax, 4);
+  u &= 0x7fffffffu;
+  int s = int(u >> 23) - 8 + ((u & 0x7fffffu) > 0x600000u ? 1 : 0);
+  return uint8_t(s < 0 ? 0 : s > 253 ? 253 : s);
+}
+// in32 -> codes32 and the scale byte; value i reads back as fp8_e4m3_to_f32(codes[i]) · 2^(s-127).
+void quantize_mx_e4m3(const float* in32, uint8_t* codes32, uint8_t* scale);
 
 }  // namespace mx

@@ -56,6 +56,9 @@ constexpr int64_t kMoeGroupedMinTokens = 96;
 // They cross near T=48.
 constexpr int64_t kAttentionPrefillMinTokensPerSeq = 48;
 
+// --moe-activation (set_moe_activation): the grouped MoE GEMMs' activations on CUDA.
+MoeActivation g_moe_activation = MoeActivation::BF16;
+
 // Activation dtype of each backend.
 DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
 
@@ -366,9 +369,25 @@ Status moe(const MoeArgs& a) {
   const double expert_bytes = nbytes({&a.w.gate_up_blocks, &a.w.gate_up_scales, &a.w.gate_up_bias, &a.w.down_blocks,
                                       &a.w.down_scales, &a.w.down_bias}) / E;
   const double bytes = experts_read * expert_bytes + nbytes({&a.x, &a.residual, &a.residual});
-  if (dev == Device::CUDA && T > kMoeGroupedMinTokens)
-    return route("moe_grouped", dev, a, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
-  return route("moe", dev, a, cpu::moe, MX_CUDA_FN(moe), bytes);
+  // The process setting applies to the CUDA grouped path; the CPU reference honours an explicit one.
+  MoeArgs b = a;
+  if (b.activation == MoeActivation::Default)
+    b.activation = dev == Device::CUDA ? g_moe_activation : MoeActivation::BF16;
+  if (dev == Device::CUDA && T > kMoeGroupedMinTokens) {
+    if (b.activation == MoeActivation::FP8)
+      return route("moe_grouped_fp8", dev, b, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
+    return route("moe_grouped", dev, b, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
+  }
+  if (dev == Device::CUDA) b.activation = MoeActivation::BF16;  // the decode GEMVs
+  return route(b.activation == MoeActivation::FP8 ? "moe_fp8" : "moe", dev, b, cpu::moe, MX_CUDA_FN(moe), bytes);
+}
+
+void set_moe_activation(MoeActivation a) { g_moe_activation = a == MoeActivation::Default ? MoeActivation::BF16 : a; }
+MoeActivation moe_activation() { return g_moe_activation; }
+std::optional<MoeActivation> parse_moe_activation(std::string_view name) {
+  if (name == "bf16") return MoeActivation::BF16;
+  if (name == "fp8") return MoeActivation::FP8;
+  return std::nullopt;
 }
 
 Status fill_random(const FillRandomArgs& a) {
@@ -412,9 +431,11 @@ std::vector<std::string> dispatch_summary(Device device) {
       fmt::format("moe_router: T <= {} -> bf16_bf16w_norm_router_topk (rmsnorm + router GEMV + top-k in one "
                   "kernel), else rmsnorm -> linear -> router_topk",
                   kMoeRouterFusedMaxTokens),
-      fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else bf16_mxfp4w_moe_grouped "
-                  "(device routing + grouped MXFP4 GEMM)",
-                  kMoeGroupedMinTokens),
+      fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else {} (device routing + "
+                  "grouped MXFP4 GEMM, {} activations)",
+                  kMoeGroupedMinTokens,
+                  g_moe_activation == MoeActivation::FP8 ? "expand + e4m3_mxfp4w_moe_grouped" : "bf16_mxfp4w_moe_grouped",
+                  g_moe_activation == MoeActivation::FP8 ? "FP8 E4M3 (per-32 E8M0 scales)" : "BF16"),
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> bf16_attention_prefill (tiled, tensor "
                   "cores), else bf16_attention_decode (split over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq),

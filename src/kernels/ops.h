@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -199,6 +201,16 @@ struct MoeWeights {
   Tensor down_bias;       // (E, D) bf16
 };
 
+// Activations of the many-token MoE GEMMs: BF16, or FP8 E4M3 with one E8M0 scale per 32 values
+// (x quantized in the expand that sorts the pairs by expert, the SwiGLU output in the gate_up
+// epilogue; core/dtype.h quantize_mx_e4m3 is the rule). The CUDA grouped path (prefill) follows
+// it; the decode GEMVs stay BF16. The CPU reference is fp32 unless a call asks for FP8, which it
+// then emulates (the kernels' reference).
+enum class MoeActivation { Default, BF16, FP8 };  // Default: the process setting below
+void set_moe_activation(MoeActivation a);          // --moe-activation; BF16 unless set
+MoeActivation moe_activation();
+std::optional<MoeActivation> parse_moe_activation(std::string_view name);  // "bf16" | "fp8"
+
 // residual += Σ_k weights[t,k] · Expert_{ids[t,k]}(x[t]) with the clamped SwiGLU of spec §4.7.
 // With router logits the op first selects ids, weights = router_topk(logits) itself (on CUDA for
 // decode inside the expert kernels, which saves the router a pass over the stored logits).
@@ -211,6 +223,7 @@ struct MoeArgs {
   float swiglu_limit = 7.0f;
   float swiglu_alpha = 1.702f;
   Tensor residual;  // (T, D) act, updated in place
+  MoeActivation activation = MoeActivation::Default;
 };
 Status moe(const MoeArgs& a);
 

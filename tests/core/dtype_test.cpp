@@ -1,9 +1,10 @@
-// MXFP4 decoding (FP4 E2M1 table, nibble order, E8M0 scales) and bf16 rounding, checked bitwise
-// against GPTOSS_SPEC §3 and hand-worked values.
+// MXFP4 decoding (FP4 E2M1 table, nibble order, E8M0 scales), bf16 rounding and FP8 E4M3
+// encoding with MX block scales, checked bitwise against GPTOSS_SPEC §3 and hand-worked values.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "core/dtype.h"
 
@@ -76,6 +77,47 @@ TEST(Fp8E4M3, DecodesKnownValues) {
   EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
   EXPECT_EQ(fp8_e4m3_to_f32(0xb8), -1.0f);
   EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));
+}
+
+TEST(Fp8E4M3, EncodesEveryCodeBackAndRoundsToNearestEven) {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;  // NaN
+    EXPECT_EQ(f32_to_fp8_e4m3(fp8_e4m3_to_f32(uint8_t(c))), c) << "code " << c;
+  }
+  for (int c = 0; c < 0x7e; ++c) {  // the midpoint of two neighbours goes to the even code
+    const float mid = 0.5f * (fp8_e4m3_to_f32(uint8_t(c)) + fp8_e4m3_to_f32(uint8_t(c + 1)));
+    EXPECT_EQ(f32_to_fp8_e4m3(mid), c % 2 ? c + 1 : c) << "between " << c << " and " << c + 1;
+    EXPECT_EQ(f32_to_fp8_e4m3(-mid), 0x80 | (c % 2 ? c + 1 : c));
+    EXPECT_EQ(f32_to_fp8_e4m3(std::nextafter(mid, 0.0f)), c);
+    EXPECT_EQ(f32_to_fp8_e4m3(std::nextafter(mid, 1e9f)), c + 1);
+  }
+  EXPECT_EQ(f32_to_fp8_e4m3(464.0f), 0x7e);  // saturates instead of rounding to NaN
+  EXPECT_EQ(f32_to_fp8_e4m3(-1e30f), 0xfe);
+  EXPECT_EQ(f32_to_fp8_e4m3(NAN), 0x7f);
+}
+
+TEST(Fp8E4M3, MxBlockScaleKeepsEveryValueInRange) {
+  EXPECT_EQ(mx_e4m3_scale(448.0f), 127);  // 448 = 1.75 · 2^8: scale 1
+  EXPECT_EQ(mx_e4m3_scale(std::nextafter(448.0f, 1e9f)), 128);
+  EXPECT_EQ(mx_e4m3_scale(1.0f), 119);
+  EXPECT_EQ(mx_e4m3_scale(0.0f), 0);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const float mag = std::ldexp(1.0f, trial % 40 - 20);
+    std::uniform_real_distribution<float> u(-mag, mag);
+    float in[32], amax = 0.0f;
+    for (float& v : in) amax = std::fmax(amax, std::fabs(v = u(rng)));
+    uint8_t codes[32], s;
+    quantize_mx_e4m3(in, codes, &s);
+    const float scale = e8m0_to_f32(s);
+    EXPECT_LE(amax / scale, 448.0f);
+    EXPECT_GT(amax / scale, 224.0f) << "the scale is the smallest power of two that fits";
+    for (int i = 0; i < 32; ++i) {
+      const float back = fp8_e4m3_to_f32(codes[i]) * scale;
+      // half a step of e4m3 (3 mantissa bits) relative, or half the subnormal step
+      EXPECT_LE(std::fabs(back - in[i]), std::fmax(std::fabs(in[i]) / 16, std::ldexp(scale, -10)) * 1.0001f);
+    }
+  }
 }
 
 }  // namespace

@@ -83,10 +83,10 @@ TEST(CpuRouter, TopKDescendingLowerIndexWinsTiesSoftmaxOverK) {
   EXPECT_NEAR(w[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);  // softmax over the 2 chosen, not all 3
 }
 
-TEST(CpuMoe, ClampedSwigluWithPlusOneAndInterleavedRows) {
-  // D = F = 32, one expert. x = e0. Row 0 (gate_0) = 12·e0 -> clamped to 7 (upper clamp only);
-  // row 1 (up_0) = -12·e0 -> clamped to -7. Other gate/up pairs: gate = -12 (not clamped below),
-  // up = 0. Down row d reads z_0 with weight 1 and z_1 with weight 0.5.
+// D = F = 32, one expert. x = e0. Row 0 (gate_0) = 12·e0 -> clamped to 7 (upper clamp only);
+// row 1 (up_0) = -12·e0 -> clamped to -7. Other gate/up pairs: gate = -12 (not clamped below),
+// up = 0. Down row d reads z_0 with weight 1 and z_1 with weight 0.5. Returns the residual.
+std::vector<float> swiglu_case(ops::MoeActivation activation) {
   const int D = 32, F = 32;
   std::vector<uint8_t> gu_blocks(size_t(2 * F * 16), 0), gu_scales(size_t(2 * F), 128);  // scale 2
   gu_blocks[0] = 0x07;          // row 0, element 0 = +6 -> 12
@@ -104,17 +104,43 @@ TEST(CpuMoe, ClampedSwigluWithPlusOneAndInterleavedRows) {
                            .down_blocks = Tensor(d_blocks.data(), DType::U8, {1, D, F / 32, 16}),
                            .down_scales = Tensor(d_scales.data(), DType::U8, {1, D, F / 32}),
                            .down_bias = Tensor(d_bias.data(), DType::BF16, {1, D})};
-  ASSERT_TRUE(ops::moe({.x = Tensor(x.data(), DType::F32, {1, D}),
+  EXPECT_TRUE(ops::moe({.x = Tensor(x.data(), DType::F32, {1, D}),
                         .ids = Tensor(ids.data(), DType::I32, {1, 1}),
                         .weights = Tensor(w.data(), DType::F32, {1, 1}),
                         .w = mw,
-                        .residual = Tensor(res.data(), DType::F32, {1, D})})
+                        .residual = Tensor(res.data(), DType::F32, {1, D}),
+                        .activation = activation})
                   .ok());
-  auto silu_a = [](double g) { return g / (1.0 + std::exp(-1.702 * g)); };
-  const double z0 = silu_a(7.0) * (-7.0 + 1.0);   // clamps and the +1
-  const double z1 = silu_a(-12.0) * (0.0 + 1.0);  // gate not clamped from below
+  return res;
+}
+
+float silu_a(float g) { return g / (1.0f + std::exp(-1.702f * g)); }
+
+TEST(CpuMoe, ClampedSwigluWithPlusOneAndInterleavedRows) {
+  const std::vector<float> res = swiglu_case(ops::MoeActivation::Default);
+  const double z0 = silu_a(7.0f) * (-7.0 + 1.0);   // clamps and the +1
+  const double z1 = silu_a(-12.0f) * (0.0 + 1.0);  // gate not clamped from below
   const double y = z0 * 1.0 + z1 * 0.5 + 0.25;
-  for (int d = 0; d < D; ++d) EXPECT_NEAR(res[size_t(d)], 1.0 + 0.75 * y, 1e-5) << d;
+  for (size_t d = 0; d < res.size(); ++d) EXPECT_NEAR(res[d], 1.0 + 0.75 * y, 1e-5) << d;
+}
+
+TEST(CpuMoe, Fp8ActivationsQuantizeXAndTheSwigluOutput) {
+  // x = e0 is exact in MX E4M3; the SwiGLU row (z0, z1, z1, ...) is not: its block scale follows
+  // |z0| ~ 42, z0 keeps 4 significant bits and z1 ~ -1.7e-8 becomes 0.
+  const std::vector<float> res = swiglu_case(ops::MoeActivation::FP8);
+  float z[32];
+  z[0] = silu_a(7.0f) * (-7.0f + 1.0f);
+  for (int j = 1; j < 32; ++j) z[j] = silu_a(-12.0f);
+  uint8_t codes[32], scale;
+  quantize_mx_e4m3(z, codes, &scale);
+  const double q0 = fp8_e4m3_to_f32(codes[0]) * e8m0_to_f32(scale), q1 = fp8_e4m3_to_f32(codes[1]) * e8m0_to_f32(scale);
+  EXPECT_NE(q0, double(z[0]));
+  EXPECT_NEAR(q0, z[0], std::fabs(z[0]) / 16);
+  const double y = q0 + q1 * 0.5 + 0.25;
+  for (size_t d = 0; d < res.size(); ++d) EXPECT_NEAR(res[d], 1.0 + 0.75 * y, 1e-5) << d;
+  EXPECT_EQ(ops::parse_moe_activation("fp8"), ops::MoeActivation::FP8);
+  EXPECT_EQ(ops::parse_moe_activation("bf16"), ops::MoeActivation::BF16);
+  EXPECT_FALSE(ops::parse_moe_activation("fp16").has_value());
 }
 
 TEST(CpuDense, RmsNormAndLinearByHand) {

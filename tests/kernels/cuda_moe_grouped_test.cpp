@@ -1,7 +1,8 @@
 // The many-token CUDA MoE (cuda::moe_grouped: device routing, grouped MXFP4 GEMMs, finalize)
 // against the CPU reference: gpt-oss-120b sizes at T = 2048, odd small sizes, idle experts, all
-// tokens on one expert, both sides of the dispatch threshold; and the disabled timing sweep that
-// set the threshold (run with --gtest_also_run_disabled_tests --gtest_filter='*Sweep*').
+// tokens on one expert, both sides of the dispatch threshold, in both activation modes (BF16, FP8);
+// and the disabled timing sweep that set the threshold (run with --gtest_also_run_disabled_tests
+// --gtest_filter='*Sweep*').
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -97,14 +98,17 @@ Inputs make_inputs(const Shape& s, const std::vector<int32_t>& ids, uint64_t see
 
 enum class Path { Dispatch, Grouped };
 
-ops::MoeArgs moe_args(const Experts& ex, const Inputs& in, const Tensor& residual, Device d) {
+ops::MoeArgs moe_args(const Experts& ex, const Inputs& in, const Tensor& residual, Device d,
+                      ops::MoeActivation activation = ops::MoeActivation::Default) {
   auto pick = [&](const Mirror& m) { return d == Device::CPU ? m.cpu : m.gpu; };
-  return {.x = pick(in.x), .ids = pick(in.ids), .weights = pick(in.w), .w = ex.on(d), .residual = residual};
+  return {.x = pick(in.x), .ids = pick(in.ids), .weights = pick(in.w), .w = ex.on(d), .residual = residual,
+          .activation = activation};
 }
 
-std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path) {
+std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path,
+                           ops::MoeActivation activation = ops::MoeActivation::Default) {
   Mirror res = act(in.res0, {in.s.T, in.s.D});
-  const ops::MoeArgs a = moe_args(ex, in, res.gpu, Device::CUDA);
+  const ops::MoeArgs a = moe_args(ex, in, res.gpu, Device::CUDA, activation);
   Status st = ok_status();
   (void)path, (void)a;
 #ifdef MXSERVE_HAVE_CUDA
@@ -114,9 +118,10 @@ std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path) {
   return download(res.gpu);
 }
 
-std::vector<float> run_cpu(const Experts& ex, const Inputs& in) {
+std::vector<float> run_cpu(const Experts& ex, const Inputs& in,
+                           ops::MoeActivation activation = ops::MoeActivation::Default) {
   Mirror res = act(in.res0, {in.s.T, in.s.D});
-  const Status st = ops::moe(moe_args(ex, in, res.cpu, Device::CPU));
+  const Status st = ops::moe(moe_args(ex, in, res.cpu, Device::CPU, activation));
   EXPECT_TRUE(st.ok()) << st.message();
   return host_floats(res);
 }
@@ -195,6 +200,72 @@ TEST(CudaMoeGrouped, DispatchThreshold) {
   }
 }
 
+// ---- FP8 activations (--moe-activation fp8) ----------------------------------------------------
+// Against the CPU reference that quantizes x and the SwiGLU output the same way (MX E4M3), the FP8
+// kernels differ by the FP32 summation order and the BF16 residual only; a wrong code, scale or
+// byte order moves whole elements by >= 1/16 and reads far above kGroupedNmse. Against the fp32
+// reference (no quantization) the NMSE is the mode's accuracy, printed and bounded.
+constexpr auto kFp8 = ops::MoeActivation::FP8;
+constexpr double kFp8VsFp32Nmse = 2e-3;
+
+TEST(CudaMoeGroupedFp8, GptOss120bSizesT2048) {
+  MX_REQUIRE_CUDA();
+  const Shape s{2048, 2880, 2880, 128, 4};
+  const Experts ex = make_experts(s, 1000);
+  const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 1010), 1020);
+  const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped, kFp8);
+  const std::vector<float> emulated = run_cpu(ex, in, kFp8), exact = run_cpu(ex, in);
+  const double err = nmse(gpu, emulated), acc = nmse(gpu, exact), bf16 = nmse(run_gpu(ex, in, Path::Grouped), exact);
+  std::printf("fp8 T=2048 E=128 K=4 D=F=2880: NMSE %.3g vs the FP8 emulation, %.3g vs fp32 (bf16 mode: %.3g)\n",
+              err, acc, bf16);
+  EXPECT_LT(err, kGroupedNmse);
+  EXPECT_LT(acc, kFp8VsFp32Nmse);
+  EXPECT_GT(nmse(corrupted(gpu), emulated), kGroupedNmse) << "the check must catch a corrupted output";
+  EXPECT_EQ(run_gpu(ex, in, Path::Grouped, kFp8), gpu) << "two runs must agree bitwise";
+}
+
+TEST(CudaMoeGroupedFp8, OddSizesIdleExpertsAndOneExpert) {
+  MX_REQUIRE_CUDA();
+  // N tails, K tails (D or F not a multiple of 128: 3 or 5 of the stage's 4 scale blocks), tiles
+  // of 1..64 rows, one token.
+  for (const Shape& s : {Shape{7, 64, 96, 5, 2}, Shape{1, 32, 32, 3, 3}, Shape{70, 160, 64, 8, 4},
+                         Shape{133, 96, 160, 6, 3}, Shape{45, 224, 288, 9, 8}}) {
+    const Experts ex = make_experts(s, 2000 + s.D);
+    const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2100 + s.T), 2200 + s.F);
+    const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped, kFp8), cpu = run_cpu(ex, in, kFp8);
+    EXPECT_LT(nmse(gpu, cpu), kGroupedNmse) << "T=" << s.T << " D=" << s.D << " F=" << s.F << " E=" << s.E;
+    EXPECT_GT(nmse(corrupted(gpu), cpu), kGroupedNmse);
+  }
+  const Shape s{300, 2880, 2880, 32, 4};
+  const Experts ex = make_experts(s, 3000);
+  {  // experts 16..31 idle
+    const Inputs in = make_inputs(s, random_ids(s.T, s.K, 16, 3010), 3020);
+    EXPECT_LT(nmse(run_gpu(ex, in, Path::Dispatch, kFp8), run_cpu(ex, in, kFp8)), kGroupedNmse) << "idle experts";
+  }
+  {  // every token on the same K experts
+    std::vector<int32_t> ids;
+    for (int64_t t = 0; t < s.T; ++t) ids.insert(ids.end(), {5, 9, 30, 2});
+    const Inputs in = make_inputs(s, ids, 3050);
+    EXPECT_LT(nmse(run_gpu(ex, in, Path::Dispatch, kFp8), run_cpu(ex, in, kFp8)), kGroupedNmse) << "four experts";
+  }
+}
+
+TEST(CudaMoeGroupedFp8, ProcessSettingSelectsThePath) {
+  MX_REQUIRE_CUDA();
+  const Shape s{kThreshold + 1, 2880, 2880, 32, 4};
+  const Experts ex = make_experts(s, 6000);
+  const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 6010), 6020);
+  ops::set_moe_activation(kFp8);
+  (void)ops::take_profile();
+  ops::set_profiling(true);
+  const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);  // Default: the process setting
+  ops::set_profiling(false);
+  ops::set_moe_activation(ops::MoeActivation::BF16);
+  const std::vector<ops::OpProfile> prof = ops::take_profile();
+  EXPECT_TRUE(std::any_of(prof.begin(), prof.end(), [](const auto& p) { return p.name == "moe_grouped_fp8/cuda"; }));
+  EXPECT_LT(nmse(gpu, run_cpu(ex, in, kFp8)), kGroupedNmse);
+}
+
 // Times the per-(token, slot) GEMVs (cuda::moe) and the grouped path (cuda::moe_grouped) at 120b
 // sizes; eight id sets rotate so that routed experts change between calls. Prints a table.
 TEST(CudaMoeGrouped, DISABLED_ThresholdSweep) {
@@ -202,7 +273,7 @@ TEST(CudaMoeGrouped, DISABLED_ThresholdSweep) {
 #ifdef MXSERVE_HAVE_CUDA
   const Shape big{2048, 2880, 2880, 128, 4};
   const Experts ex = make_experts(big, 5000, /*host=*/false);
-  std::printf("| T | gemv us | grouped us |\n|---|---|---|\n");
+  std::printf("| T | gemv us | grouped us | grouped fp8 us |\n|---|---|---|---|\n");
   for (const int64_t T : {1, 8, 32, 48, 56, 64, 80, 128, 512, 2048}) {
     const Shape s{T, big.D, big.F, big.E, big.K};
     std::vector<Inputs> sets;
@@ -221,7 +292,11 @@ TEST(CudaMoeGrouped, DISABLED_ThresholdSweep) {
     };
     const double g = T <= 128 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
     const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
-    std::printf("| %lld | %.1f | %.1f |\n", static_cast<long long>(T), g, q);
+    const double q8 = time_us([](ops::MoeArgs a) {
+      a.activation = ops::MoeActivation::FP8;
+      return cuda::moe_grouped(a);
+    });
+    std::printf("| %lld | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, q8);
   }
 #endif
 }

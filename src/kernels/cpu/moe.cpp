@@ -1,12 +1,15 @@
 // CPU reference for the mixture of experts: router top-k + softmax over the k (moe_router: rmsnorm
 // -> router linear -> top-k), and the MXFP4 experts (gate_up with interleaved rows -> clamped SwiGLU
 // with the +1 -> down), weighted and summed into the residual (GPTOSS_SPEC §3, §4.6, §4.7). Each
-// expert's weight rows are decoded once per call and applied to every token routed to it.
+// expert's weight rows are decoded once per call and applied to every token routed to it. With
+// MoeActivation::FP8 the expert inputs (x and the SwiGLU output) are quantized to MX E4M3 and
+// read back first, as the CUDA kernels of that mode do.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/parallel.h"
 #include "kernels/cpu/cpu_ops.h"
 
@@ -25,6 +28,16 @@ float dot(const float* a, const float* b, int64_t n) {
   float acc = 0;
   for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
   return acc;
+}
+
+// Rounds each 32-block of row[0..n) through MX E4M3 (quantize_mx_e4m3 and back).
+void round_mx_e4m3(float* row, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    uint8_t codes[32], s;
+    quantize_mx_e4m3(row + b, codes, &s);
+    const float scale = e8m0_to_f32(s);
+    for (int i = 0; i < 32; ++i) row[b + i] = fp8_e4m3_to_f32(codes[i]) * scale;
+  }
 }
 
 }  // namespace
@@ -62,6 +75,16 @@ Status moe(const ops::MoeArgs& a) {
   const float* x = a.x.ptr<const float>();
   for (int64_t i = 0; i < T * K; ++i)
     MX_CHECK(ids[i] >= 0 && ids[i] < E, "expert id {} at index {} out of range [0, {})", ids[i], i, E);
+  const bool fp8 = a.activation == ops::MoeActivation::FP8;
+  MX_CHECK(!fp8 || (D % 32 == 0 && F % 32 == 0), "moe: fp8 activations need D, F multiples of 32 (D={} F={})", D, F);
+  std::vector<float> xq;
+  if (fp8) {
+    xq.assign(x, x + T * D);
+    parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) round_mx_e4m3(xq.data() + t * D, D);
+    });
+    x = xq.data();
+  }
 
   // (token, slot) pairs grouped by expert, in ascending token order.
   std::vector<std::vector<int64_t>> routed(static_cast<size_t>(E));
@@ -90,6 +113,8 @@ Status moe(const ops::MoeArgs& a) {
         }
       }
     });
+    if (fp8)
+      for (int64_t i : list) round_mx_e4m3(act.data() + i * F, F);
     parallel_for(D, 8, [&](int64_t d0, int64_t d1) {
       std::vector<float> wd(static_cast<size_t>(F));
       for (int64_t d = d0; d < d1; ++d) {

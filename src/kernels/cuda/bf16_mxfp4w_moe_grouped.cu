@@ -3,7 +3,9 @@
 // up to 64 pairs of one expert; two grouped GEMMs (BF16 mma.sync, FP32 accumulate) read each
 // MXFP4 weight tile once per tile of pairs and decode it to BF16 in shared memory; gate_up fuses
 // bias + clamped SwiGLU, down fuses bias; finalize sums each token's K rows in slot order into
-// the residual. Runs on sm_80 and later (cp.async, ldmatrix, mma.sync m16n8k16).
+// the residual. Runs on sm_80 and later (cp.async, ldmatrix, mma.sync m16n8k16). The FP8
+// activation mode (expand + quantize, FP8 GEMMs) is e4m3_mxfp4w_moe_grouped.cu, between the same
+// routing and finalize.
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace mx::cuda::kern {
@@ -290,18 +292,23 @@ size_t moe_grouped_smem_bytes() { return size_t(2) * kStageElems * sizeof(__nv_b
 
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
-  const int smem = int(moe_grouped_smem_bytes());
-  cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<true>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err == cudaSuccess)
-    err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               smem);
-  if (err != cudaSuccess) return err;
   bf16_mxfp4w_moe_grouped_route<<<1, kRouteThreads, 0, s>>>(p);
-  const dim3 grid_gu(unsigned((2 * p.F + kBN - 1) / kBN), unsigned(p.max_tiles));
-  bf16_mxfp4w_moe_grouped_gemm<true><<<grid_gu, kThreads, smem, s>>>(p);
-  const dim3 grid_dn(unsigned((p.D + kBN - 1) / kBN), unsigned(p.max_tiles));
-  bf16_mxfp4w_moe_grouped_gemm<false><<<grid_dn, kThreads, smem, s>>>(p);
+  if (p.fp8) {
+    const cudaError_t err = run_e4m3_mxfp4w_moe_grouped_gemms(p, s);
+    if (err != cudaSuccess) return err;
+  } else {
+    const int smem = int(moe_grouped_smem_bytes());
+    cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem);
+    if (err != cudaSuccess) return err;
+    const dim3 grid_gu(unsigned((2 * p.F + kBN - 1) / kBN), unsigned(p.max_tiles));
+    bf16_mxfp4w_moe_grouped_gemm<true><<<grid_gu, kThreads, smem, s>>>(p);
+    const dim3 grid_dn(unsigned((p.D + kBN - 1) / kBN), unsigned(p.max_tiles));
+    bf16_mxfp4w_moe_grouped_gemm<false><<<grid_dn, kThreads, smem, s>>>(p);
+  }
   const int threads = (p.D / 8 + 31) / 32 * 32;
   bf16_mxfp4w_moe_grouped_finalize<<<unsigned(p.T), threads < 512 ? threads : 512, 0, s>>>(p);
   return cudaGetLastError();

@@ -206,12 +206,21 @@ struct MoeGroupedParams {
   void* act;             // (P, F) bf16: SwiGLU output, sorted order
   float* y;              // (P, D) f32: expert output incl. bias, sorted order
   void* residual;        // (T, D) bf16, += in place
+  // FP8 activations (e4m3_mxfp4w_moe_grouped.cu) when fp8; null otherwise. Sorted order.
+  uint8_t* xq;          // (P, D) e4m3: x of each pair, quantized by the expand kernel
+  uint8_t* xs;          // (P, D/32) e8m0
+  uint8_t* actq;        // (P, F) e4m3: SwiGLU output, quantized in the gate_up epilogue
+  uint8_t* act_scales;  // (P, F/32) e8m0
   int64_t T;
   int D, F, E, K, max_tiles;
   float limit, alpha;
+  bool fp8;
 };
 int moe_grouped_max_tiles(int64_t T, int K, int E);  // bound on the tile count
-size_t moe_grouped_smem_bytes();                     // dynamic shared memory of the GEMM kernels
+size_t moe_grouped_smem_bytes();                     // dynamic shared memory of the BF16 GEMM kernels
+size_t moe_grouped_e4m3_smem_bytes();                // and of the FP8 ones
+// route -> BF16 gather-GEMMs, or (fp8) expand+quantize -> FP8 GEMMs -> finalize.
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s);
+cudaError_t run_e4m3_mxfp4w_moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s);  // sm_89+
 
 }  // namespace mx::cuda::kern

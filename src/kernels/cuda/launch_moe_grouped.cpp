@@ -8,7 +8,7 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a) {
+Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   const int64_t T = a.x.dim(0);
   const int D = int(a.x.dim(1)), K = int(a.ids.dim(1)), E = int(a.w.gate_up_blocks.dim(0));
   const int F = int(a.w.gate_up_blocks.dim(1) / 2);
@@ -28,19 +28,24 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a) {
   MX_CHECK(aligned16(a.x.data) && aligned16(a.residual.data) && aligned16(a.w.gate_up_blocks.data) &&
                aligned16(a.w.down_blocks.data),
            "bf16_mxfp4w_moe_grouped: x, residual and the expert blocks must be 16-byte aligned");
-  MX_CHECK(kern::moe_grouped_smem_bytes() <= max_smem_per_block(),
-           "bf16_mxfp4w_moe_grouped: needs {} bytes of shared memory, device has {}", kern::moe_grouped_smem_bytes(),
-           max_smem_per_block());
+  const size_t smem = fp8 ? kern::moe_grouped_e4m3_smem_bytes() : kern::moe_grouped_smem_bytes();
+  MX_CHECK(smem <= max_smem_per_block(), "bf16_mxfp4w_moe_grouped: needs {} bytes of shared memory, device has {}",
+           smem, max_smem_per_block());
+  MX_CHECK(!fp8 || compute_capability() >= 89,
+           "moe activation fp8: needs FP8 tensor cores (compute capability 8.9 or later), device has {}.{}",
+           compute_capability() / 10, compute_capability() % 10);
   MX_CHECK(T * K < (int64_t(1) << 30), "bf16_mxfp4w_moe_grouped: {} tokens x {} is too many pairs", T, K);
   const int max_tiles = kern::moe_grouped_max_tiles(T, K, E);
   MX_CHECK(max_tiles <= 65535, "bf16_mxfp4w_moe_grouped: {} tiles exceed the grid limit (T={})", max_tiles, T);
   if (T == 0) return ok_status();
 
-  // Scratch: pair_at, pos_of_pair (P i32), tiles (int4), num_tiles, act (P, F) bf16, y (P, D) f32.
+  // Scratch: pair_at, pos_of_pair (P i32), tiles (int4), num_tiles, act (P, F) bf16, y (P, D) f32;
+  // with fp8, act holds actq (P, F) and its scales (P, F/32) instead, then xq (P, D), xs (P, D/32).
   const size_t P = size_t(T) * size_t(K);
   const size_t off_pos = aligned(P * 4), off_tiles = off_pos + aligned(P * 4);
   const size_t off_num = off_tiles + aligned(size_t(max_tiles) * 16), off_act = off_num + kAlign;
-  const size_t off_y = off_act + aligned(P * size_t(F) * 2), total = off_y + aligned(P * size_t(D) * 4);
+  const size_t off_y = off_act + aligned(P * size_t(F) * 2), off_xq = off_y + aligned(P * size_t(D) * 4);
+  const size_t off_xs = off_xq + aligned(P * size_t(D)), total = fp8 ? off_xs + aligned(P * size_t(D / 32)) : off_xq;
   void* ws;
   MX_ASSIGN(ws, workspace(total));
   char* w = static_cast<char*>(ws);
@@ -51,13 +56,19 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a) {
       .dn_scales = a.w.down_scales.ptr<const uint8_t>(), .dn_bias = a.w.down_bias.data,
       .pair_at = reinterpret_cast<int32_t*>(w), .pos_of_pair = reinterpret_cast<int32_t*>(w + off_pos),
       .tiles = reinterpret_cast<int4*>(w + off_tiles), .num_tiles = reinterpret_cast<int32_t*>(w + off_num),
-      .act = w + off_act, .y = reinterpret_cast<float*>(w + off_y), .residual = a.residual.data, .T = T, .D = D,
-      .F = F, .E = E, .K = K, .max_tiles = max_tiles, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha};
+      .act = w + off_act, .y = reinterpret_cast<float*>(w + off_y), .residual = a.residual.data,
+      .xq = fp8 ? reinterpret_cast<uint8_t*>(w + off_xq) : nullptr,
+      .xs = fp8 ? reinterpret_cast<uint8_t*>(w + off_xs) : nullptr,
+      .actq = fp8 ? reinterpret_cast<uint8_t*>(w + off_act) : nullptr,
+      .act_scales = fp8 ? reinterpret_cast<uint8_t*>(w + off_act + P * size_t(F)) : nullptr, .T = T, .D = D, .F = F,
+      .E = E, .K = K, .max_tiles = max_tiles, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha, .fp8 = fp8};
   return kernel_status("bf16_mxfp4w_moe_grouped", kern::run_bf16_mxfp4w_moe_grouped(p, stream()));
 }
 
 }  // namespace
 
-Status moe_grouped(const ops::MoeArgs& a) { return launch_bf16_mxfp4w_moe_grouped(a); }
+Status moe_grouped(const ops::MoeArgs& a) {
+  return launch_bf16_mxfp4w_moe_grouped(a, a.activation == ops::MoeActivation::FP8);
+}
 
 }  // namespace mx::cuda

@@ -18,9 +18,11 @@ inline cudaStream_t stream() { return static_cast<cudaStream_t>(current_stream()
 // captured into a graph: run one eager step at the largest shapes first. Defined in memory.cpp.
 Result<void*> workspace(size_t bytes);
 
-// Multiprocessor count and opt-in shared memory per block of the current device (cached).
+// Multiprocessor count, opt-in shared memory per block and compute capability (89 for 8.9) of
+// the current device (cached).
 int sm_count();
 size_t max_smem_per_block();
+int compute_capability();
 
 inline Status kernel_status(const char* kernel, cudaError_t err) {
   MX_CHECK(err == cudaSuccess, "{}: launch failed: {}", kernel, cudaGetErrorString(err));

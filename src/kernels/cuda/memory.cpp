@@ -87,5 +87,6 @@ const cudaDeviceProp& device_props() {
 
 int sm_count() { return device_props().multiProcessorCount; }
 size_t max_smem_per_block() { return device_props().sharedMemPerBlockOptin; }
+int compute_capability() { return 10 * device_props().major + device_props().minor; }
 
 }  // namespace mx::cuda
