@@ -29,6 +29,7 @@ struct ServeFlags {
   int num_gpu_blocks_override = 0;
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = false;
+  bool enforce_eager = false;
 };
 
 namespace fs = std::filesystem;
@@ -90,15 +91,19 @@ Status serve(ServeFlags f) {
            "{:.2f}x",
            blocks, f.block_size, kv_tokens, double(per_block) * blocks / double(1u << 30), max_len,
            double(kv_tokens) / max_len);
-  log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}",
-           f.max_num_seqs, batched, f.enable_prefix_caching ? "on" : "off");
+  log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}, decode "
+           "steps {}",
+           f.max_num_seqs, batched, f.enable_prefix_caching ? "on" : "off",
+           device == Device::CUDA && !f.enforce_eager ? "as CUDA graphs (one per batch size up to 64, captured on first use)"
+                                                      : "eager");
   MX_ASSIGN(auto engine, Engine::create(*model, {.max_num_seqs = f.max_num_seqs,
                                                  .max_num_batched_tokens = batched,
                                                  .max_model_len = max_len,
                                                  .kv_block_size = f.block_size,
                                                  .num_kv_blocks = blocks,
                                                  .prefix_caching = f.enable_prefix_caching ? PrefixCaching::On
-                                                                                           : PrefixCaching::Off}));
+                                                                                           : PrefixCaching::Off,
+                                                 .enforce_eager = f.enforce_eager}));
   srv.set_ready(std::move(engine), tok);
   const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
   log_info("Starting API server on http://{}:{}", shown_host, srv.port());
@@ -176,6 +181,7 @@ void register_serve(CLI::App& app) {
       ->default_val(0)->check(CLI::NonNegativeNumber);
   cmd->add_option("--block-size", f->block_size, "Tokens per KV cache block")->default_val(16)->check(CLI::Range(1, 1024));
   cmd->add_flag("--enable-prefix-caching", f->enable_prefix_caching, "Reuse the KV cache blocks of shared prompt prefixes (full blocks)");
+  cmd->add_flag("--enforce-eager", f->enforce_eager, "Run every decode step op by op instead of replaying CUDA graphs");
   cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);

@@ -89,6 +89,14 @@ Result<MemoryInfo> memory_info(Device device) {
 #endif
 }
 
+uint64_t scratch_generation() {
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda::workspace_generation();
+#else
+  return 0;
+#endif
+}
+
 Result<StepGraph> StepGraph::capture(Device device, std::function<Status()> step) {
   StepGraph g;
   g.device_ = device;

@@ -53,6 +53,10 @@ struct MemoryInfo {
 };
 Result<MemoryInfo> memory_info(Device device);
 
+// Bumped whenever the backend's op scratch (the CUDA workspace) is reallocated: a captured
+// StepGraph holds its address and must be captured again after a change.
+uint64_t scratch_generation();
+
 // A captured sequence of ops replayed as one unit: a CUDA graph on the CUDA backend (no host
 // work or synchronisation inside), the recorded function itself on the CPU.
 class StepGraph {

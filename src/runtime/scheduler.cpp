@@ -11,6 +11,10 @@
 namespace mx {
 namespace {
 
+// Token counts (sequences decoding together) up to which decode steps replay CUDA graphs; one
+// graph per count, captured on first use (~1 ms each).
+constexpr int64_t kMaxGraphTokens = 64;
+
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // log_softmax of the row at `tok`, and the `top` most likely ids (lower id first on ties).
@@ -170,9 +174,11 @@ Status Engine::run_step(const std::vector<Chunk>& chunks) {
     if (ch.samples) hb.logit_rows.push_back(int32_t(hb.tokens.size() - 1));
   }
   MX_ASSIGN(ForwardArgs fa, staging_.stage(hb, kv_.layers()));
-  MX_TRY(forward(model_, ws_, fa));
-  std::vector<float> logits;
-  if (!hb.logit_rows.empty()) MX_TRY(staging_.read_logits(int64_t(hb.logit_rows.size()), logits));
+  const bool decode_only = std::all_of(chunks.begin(), chunks.end(), [](const Chunk& c) {
+    return c.count == 1 && c.samples;
+  });
+  MX_TRY(run_forward(fa, decode_only));
+  if (!hb.logit_rows.empty()) MX_TRY(staging_.read_logits(int64_t(hb.logit_rows.size()), logits_));
   for (const Chunk& ch : chunks) {
     Sequence& s = *ch.seq;
     s.computed += ch.count;
@@ -184,7 +190,42 @@ Status Engine::run_step(const std::vector<Chunk>& chunks) {
       if (ch.seq->generated == 0 && ch.seq->timing.preemptions == 0) stats_.prompt_tokens_total += uint64_t(ch.count);
     stats_.steps_total++;
   }
-  sample_and_emit(chunks, logits);
+  sample_and_emit(chunks, logits_);
+  return ok_status();
+}
+
+// A decode-only forward is a pure function of the token count once staged (fixed staging buffers,
+// the block-table width fixed): the first step of each count runs eagerly (it also grows the ops'
+// scratch to that size) and is captured; later ones replay. Any other step runs eagerly.
+Status Engine::run_forward(const ForwardArgs& fa, bool decode_only) {
+  const int64_t T = fa.tokens.dim(0);
+  if (!decode_only || args_.enforce_eager || graphs_failed_ || model_.weights.device != Device::CUDA ||
+      T > kMaxGraphTokens)
+    return forward(model_, ws_, fa);
+  if (ops::scratch_generation() != graphs_generation_) {  // the graphs hold the old scratch address
+    decode_graphs_.clear();
+    graphs_generation_ = ops::scratch_generation();
+  }
+  if (auto it = decode_graphs_.find(T); it != decode_graphs_.end()) {
+    MX_TRY(it->second.replay());
+    std::lock_guard lock(mu_);
+    stats_.graph_replays_total++;
+    return ok_status();
+  }
+  MX_TRY(forward(model_, ws_, fa));
+  if (ops::scratch_generation() != graphs_generation_) {
+    decode_graphs_.clear();
+    graphs_generation_ = ops::scratch_generation();
+  }
+  auto g = ops::StepGraph::capture(Device::CUDA, [this, fa] { return forward(model_, ws_, fa); });
+  if (!g.ok()) {
+    log_warn("decode steps stay eager: {}", g.status().message());
+    graphs_failed_ = true;
+    return ok_status();
+  }
+  decode_graphs_.emplace(T, std::move(*g));
+  std::lock_guard lock(mu_);
+  stats_.graph_captures_total++;
   return ok_status();
 }
 

@@ -1,13 +1,15 @@
 // Engine: continuous batching over one model. Owns the paged KV pool, the workspace and the
 // staging buffers, and runs a loop on its own thread that admits requests (by free KV blocks),
 // does chunked prefill within a token budget, decodes every running sequence in one forward call
-// per step, samples per request on the host and streams tokens to each RequestStream.
+// per step, samples per request on the host and streams tokens to each RequestStream. On CUDA a
+// decode-only step (every sequence one token) replays a CUDA graph captured per token count.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -30,6 +32,7 @@ struct EngineArgs {
   int num_kv_blocks = 0;              // size of the KV pool; must hold one max_model_len request
   PrefixCaching prefix_caching = PrefixCaching::Off;
   double stats_interval_seconds = 10;  // periodic stats log line while busy; 0: never
+  bool enforce_eager = false;          // never replay CUDA graphs (vLLM's --enforce-eager)
 };
 
 // Counters for /metrics and the stats line (totals since start, gauges now).
@@ -39,6 +42,7 @@ struct EngineStats {
   uint64_t prompt_tokens_total = 0, generation_tokens_total = 0, preemptions_total = 0;
   uint64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
   uint64_t steps_total = 0;
+  uint64_t graph_replays_total = 0, graph_captures_total = 0;  // decode steps as CUDA graphs
 };
 
 class Engine {
@@ -61,6 +65,7 @@ class Engine {
   void loop();
   void drop_cancelled();
   Status run_step(const std::vector<Chunk>& chunks);
+  Status run_forward(const ForwardArgs& fa, bool decode_only);
   void sample_and_emit(const std::vector<Chunk>& chunks, const std::vector<float>& logits);
   void finish(Sequence& s, FinishReason reason, const std::string& error = {});
   void remove_finished();
@@ -82,6 +87,12 @@ class Engine {
   EngineStats stats_;
   std::atomic<uint64_t> next_id_{1};
   std::thread thread_;
+
+  std::vector<float> logits_;  // the step's sampled rows on the host, reused (no 0.8 MB alloc per token)
+  // Decode-step graphs by token count, valid for one scratch generation (ops::scratch_generation).
+  std::map<int64_t, ops::StepGraph> decode_graphs_;
+  uint64_t graphs_generation_ = 0;
+  bool graphs_failed_ = false;  // a capture failed: eager from then on
 
   uint64_t logged_prompt_ = 0, logged_generation_ = 0;
   Clock::time_point last_log_ = Clock::now();

@@ -1,11 +1,13 @@
 // The continuous-batching engine on the CPU backend with the tiny fixture model: concurrent
 // requests (chunked prefill, joining a running batch, a tiny KV pool with preemption) produce the
 // same tokens as single-sequence generate(); cancellation frees blocks; limits and stop ids hold.
+// On CUDA: decode steps as CUDA graphs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <thread>
 
+#include "kernels/ops.h"
 #include "model/model.h"
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
@@ -247,6 +249,49 @@ TEST(Scheduler, PrefixCachingReusesBlocksAndKeepsOutputs) {
   for (auto until = Clock::now() + 10s; Clock::now() < until; std::this_thread::sleep_for(10ms))
     if ((used = (*e2)->stats().kv_blocks_used) == 0) break;
   EXPECT_EQ(used, 0) << "only unreferenced cached blocks remain";
+}
+
+// On CUDA (tiny-gqa8: head_dim 64) decode-only steps replay a CUDA graph per batch size: one
+// request's greedy tokens equal generate()'s eager steps (the same kernels, so the same logits);
+// then concurrent requests (other batch sizes, prefill steps between, the ops' scratch growing)
+// all complete, with graphs captured and replayed; --enforce-eager replays none.
+TEST(Scheduler, CudaDecodeStepsReplayGraphs) {
+  if (!ops::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto model = Model::load((test::fixtures_dir() / "models" / "tiny-gqa8").string(), Device::CUDA, ShowProgress::No);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::vector<int32_t> prompt = make_prompt(20, 5);
+  GenerateOptions opt;
+  opt.max_tokens = 40;
+  auto want = generate(**model, prompt, opt);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (const bool eager : {false, true}) {
+    EngineArgs args = small_args(/*blocks=*/512, 16, 256);
+    args.max_num_batched_tokens = 64;
+    args.enforce_eager = eager;
+    auto engine = Engine::create(**model, args);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    auto one = (*engine)->submit(greedy(prompt, 40));
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(collect(**one).tokens, want->tokens) << (eager ? "eager" : "graphs");
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 5; ++i) {
+      auto s = (*engine)->submit(greedy(make_prompt(10 + 30 * i, 7 + i), 16 + 4 * i));
+      ASSERT_TRUE(s.ok());
+      streams.push_back(*s);
+    }
+    for (int i = 0; i < 5; ++i) {
+      const Collected c = collect(*streams[size_t(i)]);
+      EXPECT_EQ(c.reason, FinishReason::Length);
+      EXPECT_EQ(c.tokens.size(), size_t(16 + 4 * i));
+    }
+    const EngineStats st = (*engine)->stats();
+    if (eager) {
+      EXPECT_EQ(st.graph_replays_total, 0u);
+    } else {
+      EXPECT_GE(st.graph_captures_total, 1u);
+      EXPECT_GE(st.graph_replays_total, 39u) << "the single request's decode steps after the first";
+    }
+  }
 }
 
 TEST(Scheduler, RejectsAPoolSmallerThanOneRequest) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 #include "kernels/ops.h"
@@ -18,6 +19,7 @@ Status memcpy_any(void* dst, const void* src, size_t bytes);  // cudaMemcpyDefau
 Status synchronize();
 void* current_stream();  // cudaStream_t of the engine (default: the legacy stream)
 void set_current_stream(void* stream);
+uint64_t workspace_generation();  // bumped when the scratch workspace is reallocated
 
 // ops (one file per kernel family)
 Status embed(const ops::EmbedArgs& a);

@@ -50,7 +50,10 @@ namespace mx::cuda {
 namespace {
 void* g_workspace = nullptr;
 size_t g_workspace_bytes = 0;
+uint64_t g_workspace_generation = 0;
 }  // namespace
+
+uint64_t workspace_generation() { return g_workspace_generation; }
 
 // Grow-only scratch for the ops (see launch_util.h); cudaFree synchronises the device first.
 Result<void*> workspace(size_t bytes) {
@@ -66,6 +69,7 @@ Result<void*> workspace(size_t bytes) {
   const cudaError_t err = cudaMalloc(&g_workspace, grown);
   MX_CHECK(err == cudaSuccess, "cudaMalloc of a {}-byte workspace failed: {}", grown, cudaGetErrorString(err));
   g_workspace_bytes = grown;
+  ++g_workspace_generation;
   return g_workspace;
 }
 
