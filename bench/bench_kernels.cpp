@@ -1,12 +1,14 @@
 // bench_kernels: times the batch-1 decode kernels (MoE MXFP4 GEMV, dense GEMV, attention decode)
 // as CUDA-graph replays over weights rotated past L2, and prints achieved GB/s against the
 // device-to-device copy bandwidth measured first; then the prefill attention kernel (TFLOP/s) and
-// both attention kernels at small T (the dispatch threshold). Usage: bench_kernels (no arguments).
+// both attention kernels at small T (the dispatch threshold). Usage: bench_kernels [attention]
+// (`attention`: the decode-attention rows only).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -138,7 +140,7 @@ void bench_linear(const char* name, int64_t T, int64_t N, int64_t Kin, int copie
   report(name, us, double(N) * Kin * 2);
 }
 
-void bench_attention(int depth) {
+void bench_attention(int depth, int window) {
   const int H = 64, Hkv = 8, Dh = 64, B = 16, layers = 4;
   const int64_t blocks = 32768 / B + 1, width = (H + 2 * Hkv) * Dh;
   std::vector<ops::KvLayer> caches;
@@ -156,13 +158,14 @@ void bench_attention(int depth) {
   Tensor qkv = random_tensor(DType::BF16, {1, width}, 63), sinks = random_tensor(DType::BF16, {H}, 64);
   Tensor out = random_tensor(DType::BF16, {1, H * Dh}, 65);
   const double us = time_graph(layers, 50, [&](int l) {
-    must(ops::attention({.qkv = qkv, .sinks = sinks, .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh,
+    must(ops::attention({.qkv = qkv, .sinks = sinks, .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh, .window = window,
                          .batch = {.positions = p, .seq_index = s, .block_tables = tbl},
                          .cache = caches[size_t(l)], .out = out}));
   });
   char name[64];
-  std::snprintf(name, sizeof name, "attention decode depth %d", depth);
-  report(name, us, double(depth + 1) * Hkv * Dh * 2 * 2);
+  std::snprintf(name, sizeof name, window ? "attention decode depth %d window %d" : "attention decode depth %d", depth,
+                window);
+  report(name, us, double(window ? std::min(window, depth + 1) : depth + 1) * Hkv * Dh * 2 * 2);
 }
 
 // gpt-oss attention (64 q / 8 kv heads, Dh 64) of one sequence's tokens depth..depth+T-1 over a
@@ -210,7 +213,7 @@ void bench_attention_prefill() {
   // kAttentionPrefillMinTokensPerSeq (dispatch.cpp): both kernels at small T on a 4096-token prefix.
   std::printf("\n| T at depth 4096 (full / window 128) | decode us | prefill us | decode us (w) | prefill us (w) |\n"
               "|---|---|---|---|---|\n");
-  for (int T : {2, 4, 8, 12, 16, 24, 32, 64}) {
+  for (int T : {2, 4, 8, 12, 16, 24, 32, 64, 96, 128}) {
     double r[4];
     for (int i = 0; i < 4; ++i)
       r[i] = time_attention_chunk(T, 4096, i < 2 ? 0 : 128, i % 2 ? cuda::attention_prefill : cuda::attention_decode, 50);
@@ -220,7 +223,8 @@ void bench_attention_prefill() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool attention_only = argc > 1 && std::string(argv[1]) == "attention";
   if (!ops::cuda_available()) {
     std::printf("bench_kernels: no CUDA device\n");
     return 0;
@@ -230,16 +234,20 @@ int main() {
   bench_copy();
   std::printf("device: %s, copy bandwidth (read+write): %.0f GB/s\n\n", prop.name, g_copy_gbs);
   std::printf("| kernel (batch 1) | us/call | MB/call | GB/s | of copy |\n|---|---|---|---|---|\n");
-  bench_moe();
-  bench_linear("linear qkv 5120x2880 T=1 (gemv)", 1, 5120, 2880, 8, DType::BF16);
-  bench_linear("linear o 2880x4096 T=1 (gemv)", 1, 2880, 4096, 8, DType::BF16);
-  bench_linear("linear lm_head 201088x2880 T=1 f32", 1, 201088, 2880, 1, DType::F32);
-  for (int T : {2, 4, 5, 8}) {
-    char name[64];
-    std::snprintf(name, sizeof name, "linear qkv T=%d (%s)", T, T <= 2 ? "gemv" : "cublaslt");  // kLinearGemvMaxTokens
-    bench_linear(name, T, 5120, 2880, 8, DType::BF16);
+  if (!attention_only) {
+    bench_moe();
+    bench_linear("linear qkv 5120x2880 T=1 (gemv)", 1, 5120, 2880, 8, DType::BF16);
+    bench_linear("linear o 2880x4096 T=1 (gemv)", 1, 2880, 4096, 8, DType::BF16);
+    bench_linear("linear lm_head 201088x2880 T=1 f32", 1, 201088, 2880, 1, DType::F32);
+    for (int T : {2, 4, 5, 8}) {
+      char name[64];
+      // kLinearGemvMaxTokens (dispatch.cpp) picks the path.
+      std::snprintf(name, sizeof name, "linear qkv T=%d (%s)", T, T <= 2 ? "gemv" : "cublaslt");
+      bench_linear(name, T, 5120, 2880, 8, DType::BF16);
+    }
   }
-  for (int depth : {0, 4096, 32768}) bench_attention(depth);
-  bench_attention_prefill();
+  for (int depth : {0, 4096, 32768}) bench_attention(depth, 0);
+  bench_attention(4096, 128);  // a sliding-window layer
+  if (!attention_only) bench_attention_prefill();
   return 0;
 }
