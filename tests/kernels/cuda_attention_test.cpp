@@ -1,11 +1,13 @@
 // CUDA qkv_rope_cache, qkv_projection (norm + qkv GEMV + RoPE + cache write) and the split-K decode
 // attention kernel against the CPU reference over a shuffled paged cache: depths 0..32768, the 128
-// window, odd head groups, a prefill chunk.
+// window and windows that are no multiple of the 16-key tile, odd head groups, prefill chunks, block
+// tables far longer than the sequences.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <tuple>
 
 #include "cuda_attention_fixture.h"
 #ifdef MXSERVE_HAVE_CUDA
@@ -34,6 +36,42 @@ TEST(CudaAttention, DecodeAtDepthsFullAndWindowed) {
     for (int window : {0, 128}) {
       const auto [gpu, cpu] = run_attention(f, window, 50 + depth);
       EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "depth " << depth << " window " << window;
+    }
+  }
+}
+
+// Long key ranges per block: a 40-token chunk (40 x 8 kv heads fill the GPU: one split, so each
+// warp streams ~47 tiles through its ring), and windows that are no multiple of the 16-key tile
+// over several splits.
+TEST(CudaAttention, DecodeLongRangesPerBlock) {
+  MX_REQUIRE_CUDA();
+  std::vector<int32_t> pos, seq;
+  append_run(pos, seq, 0, 3000, 40);
+  Fixture chunk({}, 1, 3040 / 16 + 1, pos, seq, 90);
+  for (int window : {0, 1000}) {
+    const auto [gpu, cpu] = run_attention(chunk, window, 91);
+    EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "chunk, window " << window;
+  }
+  Fixture deep({}, 1, 20000 / 16 + 2, {20000}, {0}, 92);
+  for (int window : {1000, 4999}) {
+    const auto [gpu, cpu] = run_attention(deep, window, 93);
+    EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "depth 20000, window " << window;
+  }
+}
+
+// A block table far longer than the sequences (serving sizes it for the longest context): the grid
+// has the splits of the table's capacity, a token's range uses only its share of them (one split
+// at depth 0: the output with the sink folded in).
+TEST(CudaAttention, DecodeWithRoomyBlockTable) {
+  MX_REQUIRE_CUDA();
+  for (int depth : {0, 100, 1000, 5000}) {
+    Fixture one({}, 1, 8192 / 16, {depth}, {0}, 100 + depth);
+    Fixture two({}, 2, 8192 / 16, {depth / 3, depth}, {1, 0}, 101 + depth);
+    for (int window : {0, 128}) {
+      auto [gpu, cpu] = run_attention(one, window, 102 + depth);
+      EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "depth " << depth << " window " << window;
+      std::tie(gpu, cpu) = run_attention(two, window, 103 + depth);
+      EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "two sequences, depth " << depth << " window " << window;
     }
   }
 }

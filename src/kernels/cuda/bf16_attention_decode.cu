@@ -1,7 +1,11 @@
-// bf16_attention_decode: attention with sinks (and an optional sliding window) over the paged
-// BF16 KV cache, split over the key range (flash-decoding). A block owns (token, kv head, split)
-// and the group's <= 8 q heads, so each K/V load serves all of them. With one split the block
-// writes the output itself; with several, the last split block of a (token, kv head) to finish
+// bf16_attention_decode: attention with sinks (and an optional sliding window) over the paged BF16
+// KV cache, split over the key range (flash-decoding). A block owns (token, kv head, split) and the
+// group's <= 8 q heads, which are rows 0..7 of the A operand of mma.sync m16n8k16 (BF16 in, FP32
+// accumulate): S = Q K^T and O += P V run on the tensor cores, each K/V tile serving all 8 heads.
+// Each warp streams its own 16-key tiles through a two-tile cp.async ring in shared memory, the
+// block-table entries read one tile ahead; online softmax in FP32, log2 units. The splits a token
+// uses follow its real key range (the grid's count follows the table's capacity); with one, the
+// block writes the output; with several, the last split block of a (token, kv head) to finish
 // (device-memory counter) merges them with the sinks. Any T: each token attends to 0..pos.
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -9,10 +13,25 @@ namespace mx::cuda::kern {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kDh = kAttnHeadDim;   // 64 = 8 lanes x 8 dims
-constexpr int kG = kAttnMaxGroup;   // q heads per kv head, padded to 8
+constexpr int kThreads = kWarps * 32;
+constexpr int kDh = kAttnHeadDim;   // 64 = 8 chunks of 16 bytes per key row
+constexpr int kG = kAttnMaxGroup;   // q heads per kv head, padded to 8 (A rows 0..7; rows 8..15 zero)
+constexpr int kTileKeys = 16;       // keys per warp tile: one k step of P V
+constexpr int kStages = 2;          // tiles per warp ring (4 KB each); measured against 3, 4 and 6
+constexpr int kMinTiles = kAttnMinKeysPerSplit / kTileKeys;  // per split block
+constexpr int kLoads = kTileKeys * 8 / 32;  // 16-byte chunks of K (and of V) per lane and tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kEmpty = -1e30f;    // running max before any key (finite: exp2(kEmpty - m) = 0)
+static_assert(kDh == 64 && kG == 8 && kTileKeys == 16, "the fragment loops below assume these shapes");
+
+// A K and a V tile: key r keeps its 8 chunks of 16 bytes at r*8 + (chunk ^ (r % 8)), so the 8 rows
+// one ldmatrix matrix reads fall in 8 different bank groups.
+struct KvTile {
+  uint4 k[kTileKeys * 8], v[kTileKeys * 8];
+};
+constexpr size_t kRingBytes = sizeof(KvTile) * kWarps * kStages;  // dynamic shared memory of a block
+static_assert(kRingBytes <= 48 * 1024, "above 48 KB the launch needs the opt-in attribute");
+__device__ __forceinline__ int swz(int key, int chunk) { return key * 8 + (chunk ^ (key & 7)); }
 
 // Split blocks of each (token, kv head) that have stored their partials; the last one merges and
 // resets its counter to 0, so the counters are zero between calls.
@@ -23,245 +42,329 @@ __device__ __forceinline__ float sink_log2(const AttentionParams& p, int h) {
                       : __bfloat162float(static_cast<const __nv_bfloat16*>(p.sinks)[h])) * kLog2e;
 }
 
-// Merges the splits of q heads h0..h0+n-1 of token t with their sinks, by the whole block:
+__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: 2^-22 relative, exp2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Shared memory of the merges, in the K/V ring once the key loop is done: a warp's (m, l, o) of
+// its heads (in its own ring), the split factors of merge_splits (at the ring's start).
+constexpr int kPad = kDh + 4;  // row stride of WarpPartial::o: the warp's float2 stores are conflict-free
+struct WarpPartial {
+  float m[kG], l[kG], o[kG][kPad];
+};
+using SplitFactors = float[kG][kAttnMaxSplits];
+constexpr int kPF = kAttnPartialFloats;  // a split's partial: m, l, 2 unused, o[kDh]
+
+// Merges the S split partials of q heads h0..h0+n-1 of token t with their sinks:
 // out = sum_s o_s 2^(m_s - M) / (2^(sink - M) + sum_s l_s 2^(m_s - M)), M = max(sink, max_s m_s).
-// The partials are read through L2 (__ldcg): other blocks wrote them.
-__device__ void merge_splits(const AttentionParams& p, int64_t t, int h0, int n) {
-  __shared__ float ms[kG][kAttnMaxSplits], ls[kG][kAttnMaxSplits], Ms[kG], dens[kG];
-  const int S = p.splits, stride = kDh + 2;
-  const float* part = p.partials + (t * p.H + h0) * S * stride;  // [head][split][m, l, o[kDh]]
-  for (int i = threadIdx.x; i < n * S; i += blockDim.x) {
-    ms[i / S][i % S] = __ldcg(part + int64_t(i) * stride);
-    ls[i / S][i % S] = __ldcg(part + int64_t(i) * stride + 1);
+// Thread (h, q) = (tid / 16, tid % 16) owns dims 4q..4q+3 of head h; a head's 16 threads (half a
+// warp) share its splits' (m, l) by shuffles. The partials are read through L2 (__ldcg: other blocks
+// wrote them), a thread's loads issued together, kBatch splits at a time.
+__device__ void merge_splits(const AttentionParams& p, int64_t t, int h0, int n, int S, SplitFactors& f) {
+  constexpr int kBatch = 16, kPer = kAttnMaxSplits / 16;
+  const int h = threadIdx.x / 16, q = threadIdx.x % 16;
+  if (h >= n) return;
+  const unsigned half = 0xffffu << (threadIdx.x & 16);
+  const float* part = p.partials + (t * p.H + h0 + h) * p.splits * kPF;
+  float ms[kPer], ls[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int s = q + 16 * u;
+    const float2 v = s < S ? __ldcg(reinterpret_cast<const float2*>(part + s * kPF)) : make_float2(kEmpty, 0.0f);
+    ms[u] = v.x, ls[u] = v.y;
   }
-  __syncthreads();
-  if (threadIdx.x < n) {
-    float M = sink_log2(p, h0 + threadIdx.x);
-    for (int s = 0; s < S; ++s) M = fmaxf(M, ms[threadIdx.x][s]);
-    Ms[threadIdx.x] = M;
+  float4 ov[kBatch];
+#pragma unroll
+  for (int u = 0; u < kBatch; ++u)
+    ov[u] = u < S ? __ldcg(reinterpret_cast<const float4*>(part + u * kPF + 4 + 4 * q)) : make_float4(0, 0, 0, 0);
+  const float sink = sink_log2(p, h0 + h);
+  float M = sink;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) M = fmaxf(M, ms[u]);
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(half, M, o));
+  float den = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const float e = exp2f(ms[u] - M);
+    if (q + 16 * u < S) f[h][q + 16 * u] = e;
+    den += ls[u] * e;
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n * S; i += blockDim.x) {
-    const float f = exp2f(ms[i / S][i % S] - Ms[i / S]);
-    ms[i / S][i % S] = f;  // from here on: the split's factor
-    ls[i / S][i % S] *= f;
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) den += __shfl_xor_sync(half, den, o);
+  den += exp2f(sink - M);
+  __syncwarp(half);
+  float4 acc = make_float4(0, 0, 0, 0);
+  for (int b = 0;; b += kBatch) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const float e = b + u < S ? f[h][b + u] : 0.0f;
+      acc.x += e * ov[u].x, acc.y += e * ov[u].y, acc.z += e * ov[u].z, acc.w += e * ov[u].w;
+    }
+    if (b + kBatch >= S) break;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int s = b + kBatch + u;
+      ov[u] = s < S ? __ldcg(reinterpret_cast<const float4*>(part + s * kPF + 4 + 4 * q)) : make_float4(0, 0, 0, 0);
+    }
   }
-  __syncthreads();
-  if (threadIdx.x < n) {
-    float denom = exp2f(sink_log2(p, h0 + threadIdx.x) - Ms[threadIdx.x]);
-    for (int s = 0; s < S; ++s) denom += ls[threadIdx.x][s];
-    dens[threadIdx.x] = denom;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n * kDh; i += blockDim.x) {
-    const int h = i / kDh, d = i % kDh;
-    const float* o = part + int64_t(h) * S * stride + 2 + d;
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < S; ++s) acc += __ldcg(o + int64_t(s) * stride) * ms[h][s];
-    static_cast<__nv_bfloat16*>(p.out)[(t * p.H + h0 + h) * kDh + d] = __float2bfloat16(acc / dens[h]);
+  auto* out = reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.out) + (t * p.H + h0 + h) * kDh + 4 * q);
+  out[0] = __floats2bfloat162_rn(acc.x / den, acc.y / den);
+  out[1] = __floats2bfloat162_rn(acc.z / den, acc.w / den);
+}
+
+// The keys a warp reads: tiles of kTileKeys keys at j = first + i * step (i < n), of which keys
+// from..to-1 are real (the others are zero-filled and masked).
+struct KeyRange {
+  int first, step, n, from, to;
+  __device__ int tile(int i) const { return first + i * step; }
+};
+
+// Cache block and in-block offset of the lane's keys j = tile(i) + lane/8 + 4u (u < kLoads), read
+// one tile ahead of their loads so that the table's latency is off the critical path.
+struct TileBlocks {
+  int blk[kLoads], off[kLoads];
+};
+__device__ __forceinline__ void fetch_blocks(const int32_t* table, int B, const KeyRange& r, int i, TileBlocks& tb) {
+  const int j0 = r.tile(i) + int(threadIdx.x % 32) / 8;
+  int q = j0 / B, o = j0 % B;
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int j = j0 + 4 * u;
+    tb.blk[u] = i < r.n && j >= r.from && j < r.to ? table[q] : 0;
+    tb.off[u] = o;
+    for (o += 4; o >= B; o -= B) ++q;
   }
 }
 
-// Lane (kg, c) = (lane / 8, lane % 8) holds dims 8c..8c+7 of keys kg, kg+4, ... of a 32-key tile.
-// Reduce-scatter of 8 per-head partial dots over the 8 lanes of a key: lane c gets head c's sum.
-__device__ __forceinline__ float reduce_scatter8(const float (&p)[kG], int c) {
-  float r4[4], r2[2];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const bool up = c & 4;
-    r4[j] = (up ? p[j + 4] : p[j]) + __shfl_xor_sync(0xffffffffu, up ? p[j] : p[j + 4], 4);
-  }
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const bool up = c & 2;
-    r2[j] = (up ? r4[j + 2] : r4[j]) + __shfl_xor_sync(0xffffffffu, up ? r4[j] : r4[j + 2], 2);
-  }
-  const bool up = c & 1;
-  return (up ? r2[1] : r2[0]) + __shfl_xor_sync(0xffffffffu, up ? r2[0] : r2[1], 1);
-}
-
-// Loads keys j = tile + kg + 4i (i < 8) with from <= j < to of the lane's 8 dims: K into kv, V into
-// vv (the others keep their values). Through L2 (coherent) or the read-only path.
-template <bool kCoherent>
-__device__ __forceinline__ void load_keys(const AttentionParams& p, const int32_t* table, int g, int tile, int from,
-                                          int to, uint4 (&kv)[8], uint4 (&vv)[8]) {
-  const int lane = threadIdx.x % 32, kg = lane / 8, c = lane % 8;
+// Tile i of the warp's range into `dst` (cp.async, one 128-byte key row per 8 lanes); keys outside
+// from..to-1 are zero-filled, never read (past a sequence's blocks the table holds no valid block).
+__device__ __forceinline__ void load_tile(const AttentionParams& p, const TileBlocks& tb, int g, const KeyRange& r,
+                                          int i, KvTile& dst) {
+  const int lane = threadIdx.x % 32, chunk = lane % 8;
   const uint4* kc = static_cast<const uint4*>(p.k_cache);
   const uint4* vc = static_cast<const uint4*>(p.v_cache);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int j = tile + kg + 4 * i;
-    if (j < from || j >= to) continue;
-    const int64_t slot = (int64_t(table[j / p.block_size]) * p.block_size + j % p.block_size) * p.Hkv + g;
-    kv[i] = kCoherent ? __ldcg(kc + slot * (kDh / 8) + c) : __ldg(kc + slot * (kDh / 8) + c);
-    vv[i] = kCoherent ? __ldcg(vc + slot * (kDh / 8) + c) : __ldg(vc + slot * (kDh / 8) + c);
+  for (int u = 0; u < kLoads; ++u) {
+    const int key = lane / 8 + 4 * u, j = r.tile(i) + key;
+    const bool ok = j >= r.from && j < r.to;
+    int64_t at = chunk;
+    if (ok) at += ((int64_t(tb.blk[u]) * p.block_size + tb.off[u]) * p.Hkv + g) * (kDh / 8);
+    dev::cp_async16(dst.k + swz(key, chunk), kc + at, ok);
+    dev::cp_async16(dst.v + swz(key, chunk), vc + at, ok);
   }
+}
+
+// A fragments of the group's q (rows 0..7 = heads; rows 8..15 zero): regs (row, k 2c), (row + 8,
+// k 2c), (row, k 2c + 8), (row + 8, k 2c + 8) of each 16-dim k step.
+__device__ __forceinline__ void load_q(const AttentionParams& p, int64_t t, int g, int G, uint32_t (&qf)[4][4]) {
+  const int lane = threadIdx.x % 32, h = lane / 4, c = lane % 4;
+  const int64_t row = int64_t(p.H + 2 * p.Hkv) * kDh;
+  const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.qkv) + t * row + (g * G + h) * kDh;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    qf[ks][0] = h < G ? *reinterpret_cast<const uint32_t*>(q + 16 * ks + 2 * c) : 0u;
+    qf[ks][2] = h < G ? *reinterpret_cast<const uint32_t*>(q + 16 * ks + 8 + 2 * c) : 0u;
+    qf[ks][1] = qf[ks][3] = 0u;
+  }
+}
+
+// One tile: s = Q K^T (lane: head lane/4, keys 2c, 2c+1 and 8+2c, 8+2c+1), online softmax of the
+// lane's head in log2 units (m: running max, l: the lane's partial sum), then o += P V with P as
+// BF16 A fragments (the C layout of the two n tiles is the A layout of one k step).
+__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[4][4], const KvTile& kv, int j0, int from, int to,
+                                            float scale_log2, float& m, float& l, float (&o)[8][4]) {
+  const int lane = threadIdx.x % 32, c = lane % 4;
+  float s[2][4] = {};
+#pragma unroll
+  for (int kp = 0; kp < 2; ++kp)  // dims 32kp..32kp+31: two k steps
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      uint32_t b[4];
+      dev::ldmatrix_x4(b, kv.k + swz(8 * n + lane % 8, 4 * kp + lane / 8));
+      dev::mma_bf16_16816(s[n], qf[2 * kp], b[0], b[1]);
+      dev::mma_bf16_16816(s[n], qf[2 * kp + 1], b[2], b[3]);
+    }
+  const bool edge = j0 < from || j0 + kTileKeys > to;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int j = j0 + 8 * n + 2 * c + e;
+      s[n][e] = edge && (j < from || j >= to) ? -INFINITY : s[n][e] * scale_log2;
+      mx = fmaxf(mx, s[n][e]);
+    }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(m, mx), alpha = fast_exp2(m - m_new);
+  m = m_new;
+  float sum = 0.0f;
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      s[n][e] = fast_exp2(s[n][e] - m_new);
+      sum += s[n][e];
+    }
+  l = l * alpha + sum;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) o[n][0] *= alpha, o[n][1] *= alpha;
+  const uint32_t a[4] = {pack_bf16x2(s[0][0], s[0][1]), 0u, pack_bf16x2(s[1][0], s[1][1]), 0u};
+#pragma unroll
+  for (int dp = 0; dp < 4; ++dp) {  // dims 16dp..16dp+15: two n tiles
+    uint32_t b[4];
+    dev::ldmatrix_x4_trans(b, kv.v + swz(lane % 8 + 8 * ((lane / 8) & 1), 2 * dp + lane / 16));
+    dev::mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
+    dev::mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+  }
+}
+
+// The tiles of the token's key range lo..pos that warp `warp` of split block `split` reads, and S,
+// the splits the range uses. Tiles are aligned to kTileKeys; the grid has `splits` blocks per
+// (token, kv head), from the block table's capacity; the range uses S of them (the others exit),
+// each an equal share of at least kMinTiles tiles, and a block's warps take every kWarps-th tile.
+__device__ __forceinline__ KeyRange warp_keys(int splits, int split, int warp, int lo, int pos, int& S) {
+  const int base = lo / kTileKeys * kTileKeys, tiles = (pos - base) / kTileKeys + 1;
+  const int want = min(splits, (tiles + kMinTiles - 1) / kMinTiles);
+  const int per_split = (tiles + want - 1) / want;
+  S = (tiles + per_split - 1) / per_split;
+  const int t_begin = min(tiles, split * per_split), t_end = min(tiles, t_begin + per_split);
+  return {.first = base + (t_begin + warp) * kTileKeys, .step = kWarps * kTileKeys,
+          .n = max(0, t_end - t_begin - warp + kWarps - 1) / kWarps, .from = lo, .to = pos + 1};
 }
 
 // Tokens per call up to which a block looks for its sequence's other tokens to prefetch keys.
 constexpr int kPrefetchMaxTokens = 64;
 
-__global__ void __launch_bounds__(kWarps * 32) bf16_attention_split(AttentionParams p) {
-  const int64_t t = blockIdx.x;
-  const int g = blockIdx.y, split = blockIdx.z;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / 8, c = lane % 8;
-  const int G = p.H / p.Hkv;
-  const int pos = p.positions[t];
-  const int lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
-  const int len = pos - lo + 1;
-  const int chunk = ((len + p.splits - 1) / p.splits + 32 * kWarps - 1) / (32 * kWarps) * (32 * kWarps);
-  const int begin = lo + split * chunk, end = min(lo + (split + 1) * chunk, pos + 1);
-  const int seq = p.seq_index[t];
-  const int32_t* table = p.block_tables + int64_t(seq) * p.max_blocks;
-  const int64_t row = int64_t(p.H + 2 * p.Hkv) * kDh;
-
-  // Positions, tables and the keys of earlier calls are there before the kernel before this one
-  // (qkv_projection) runs; it writes the keys of this call's tokens only. Keys below the lowest
-  // position of this sequence's tokens in the call are stable: the warp's first tile of them loads
-  // before pdl_wait, while qkv_projection still runs.
+// Positions, tables and the keys of earlier calls are there before the kernel before this one
+// (qkv_projection) runs; it writes the keys of this call's tokens only. Keys below the lowest
+// position of the sequence's tokens in the call are stable: returns that position.
+__device__ __forceinline__ int stable_end(const AttentionParams& p, int seq, int pos, int lo) {
+  if (p.T > kPrefetchMaxTokens) return lo;
   int stable = pos;
-  if (p.T > kPrefetchMaxTokens) {
-    stable = lo;
-  } else if (p.T > 1) {
+  if (p.T > 1)
     for (int u = 0; u < int(p.T); ++u)
       if (p.seq_index[u] == seq) stable = min(stable, p.positions[u]);
-  }
-  const int first = begin + warp * 32;
-  uint4 kv[8], vv[8];
+  return stable;
+}
+
+// The warp's (m, l, o) into its own ring (its loads are done): the lane's head is lane/4 with dims
+// 8n + 2c, 2c+1 in o[n][0..1]; l sums over the 4 lanes of a head.
+__device__ __forceinline__ void store_warp_partial(KvTile* ring, float m, float l, const float (&o)[8][4]) {
+  const int lane = threadIdx.x % 32, h = lane / 4, c = lane % 4;
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  dev::cp_async_wait_all();  // only empty groups are left
+  __syncwarp();
+  WarpPartial& wp = *reinterpret_cast<WarpPartial*>(ring);
+  if (c == 0) wp.m[h] = m, wp.l[h] = l;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) kv[i] = vv[i] = make_uint4(0, 0, 0, 0);
-  load_keys<false>(p, table, g, first, first, min(end, stable), kv, vv);
+  for (int n = 0; n < 8; ++n) *reinterpret_cast<float2*>(&wp.o[h][8 * n + 2 * c]) = make_float2(o[n][0], o[n][1]);
+}
+
+// Merges the block's warp partials (after a block barrier): with S == 1 the whole key range, so the
+// output with the sink folded in (merge_splits' arithmetic); else the split's partial (m, l, o).
+__device__ void store_block(const AttentionParams& p, const uint4* smem, int64_t t, int g, int split, int S) {
+  const int G = p.H / p.Hkv;
+  auto part = [&](int w) -> const WarpPartial& {
+    return *reinterpret_cast<const WarpPartial*>(reinterpret_cast<const KvTile*>(smem) + w * kStages);
+  };
+  for (int i = threadIdx.x; i < G * kDh; i += kThreads) {
+    const int h = i / kDh, d = i % kDh;
+    float mb = kEmpty;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mb = fmaxf(mb, part(w).m[h]);
+    float ob = 0.0f, lb = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = exp2f(part(w).m[h] - mb);
+      ob += part(w).o[h][d] * f;
+      lb += part(w).l[h] * f;
+    }
+    if (S == 1) {
+      const float sink = sink_log2(p, g * G + h), M = fmaxf(sink, mb), f = exp2f(mb - M);
+      static_cast<__nv_bfloat16*>(p.out)[(t * p.H + g * G + h) * kDh + d] =
+          __float2bfloat16(ob * f / (exp2f(sink - M) + lb * f));
+    } else {
+      float* out = p.partials + ((t * p.H + g * G + h) * p.splits + split) * kPF;
+      out[4 + d] = ob;
+      if (d == 0) out[0] = mb, out[1] = lb;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) bf16_attention_split(AttentionParams p) {
+  static_assert(sizeof(WarpPartial) <= kStages * sizeof(KvTile) && sizeof(SplitFactors) <= kWarps * sizeof(KvTile));
+  static_assert(kThreads == kG * 16, "merge_splits: 16 threads per head");
+  extern __shared__ __align__(128) uint4 smem[];
+  const int64_t t = blockIdx.x;
+  const int g = blockIdx.y, split = blockIdx.z, warp = threadIdx.x / 32;
+  KvTile* ring = reinterpret_cast<KvTile*>(smem) + warp * kStages;
+  const int pos = p.positions[t];
+  const int lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+  int S;
+  const KeyRange r = warp_keys(p.splits, split, warp, lo, pos, S);
+  if (split >= S) return;
+  const int seq = p.seq_index[t], B = int(p.block_size);
+  const int32_t* table = p.block_tables + int64_t(seq) * p.max_blocks;
+
+  // The warp's first tiles that hold only stable keys load before pdl_wait, while qkv_projection
+  // still runs; one commit group per tile of the prologue (empty past the warp's tiles).
+  const int stable = stable_end(p, seq, pos, lo);
+  TileBlocks tb;
+  fetch_blocks(table, B, r, 0, tb);
+  int i = 0;
+  for (; i < kStages - 1 && i < r.n && min(r.tile(i) + kTileKeys, r.to) <= stable; ++i) {
+    load_tile(p, tb, g, r, i, ring[i]);
+    dev::cp_async_commit();
+    fetch_blocks(table, B, r, i + 1, tb);
+  }
   dev::pdl_wait();  // q and this call's keys come from qkv_projection
-  load_keys<true>(p, table, g, first, max(first, stable), end, kv, vv);
-
-  // q of the group's heads, dims 8c..8c+7, pre-scaled so that scores are in log2 units.
-  float q[kG][8];
-  const float qscale = p.scale * kLog2e;
-#pragma unroll
-  for (int h = 0; h < kG; ++h) {
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (h < G) v = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.qkv) + t * row + (g * G + h) * kDh + 8 * c);
-    dev::unpack_bf16x8(v, q[h]);
-#pragma unroll
-    for (int d = 0; d < 8; ++d) q[h][d] *= qscale;
+  for (; i < kStages - 1; ++i) {
+    if (i < r.n) load_tile(p, tb, g, r, i, ring[i]);
+    dev::cp_async_commit();
+    fetch_blocks(table, B, r, i + 1, tb);
   }
+  uint32_t qf[4][4];
+  load_q(p, t, g, p.H / p.Hkv, qf);
 
-  __shared__ float4 probs[kWarps][32][kG / 4];  // (key, head) of the current tile
-  __shared__ float4 alphas[kWarps][kG / 4];
-  float m = kEmpty, l = 0.0f, acc[kG][8] = {};
-  for (int tile = first; tile < end; tile += 32 * kWarps) {
-    if (tile != first) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) kv[i] = vv[i] = make_uint4(0, 0, 0, 0);
-      load_keys<false>(p, table, g, tile, tile, end, kv, vv);
-    }
-    float s[8], tmax = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      float kf[8], part[kG];
-      dev::unpack_bf16x8(kv[i], kf);
-#pragma unroll
-      for (int h = 0; h < kG; ++h) {
-        part[h] = 0.0f;
-#pragma unroll
-        for (int d = 0; d < 8; ++d) part[h] = fmaf(q[h][d], kf[d], part[h]);
-      }
-      s[i] = reduce_scatter8(part, c);
-      if (tile + kg + 4 * i >= end) s[i] = -INFINITY;
-      tmax = fmaxf(tmax, s[i]);
-    }
-    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 8));
-    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 16));
-    const float m_new = fmaxf(m, tmax), alpha = exp2f(m - m_new);
-    m = m_new;
-    l *= alpha;
-    float* pw = reinterpret_cast<float*>(probs[warp]);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float e = exp2f(s[i] - m_new);
-      l += e;
-      pw[(kg + 4 * i) * kG + c] = e;
-    }
-    if (kg == 0) reinterpret_cast<float*>(alphas[warp])[c] = alpha;
-    __syncwarp();
-    const float4 a0 = alphas[warp][0], a1 = alphas[warp][1];
-    const float al[kG] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-#pragma unroll
-    for (int h = 0; h < kG; ++h)
-#pragma unroll
-      for (int d = 0; d < 8; ++d) acc[h][d] *= al[h];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float4 p0 = probs[warp][kg + 4 * i][0], p1 = probs[warp][kg + 4 * i][1];
-      const float pr[kG] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-      float vf[8];
-      dev::unpack_bf16x8(vv[i], vf);
-#pragma unroll
-      for (int h = 0; h < kG; ++h)
-#pragma unroll
-        for (int d = 0; d < 8; ++d) acc[h][d] = fmaf(pr[h], vf[d], acc[h][d]);
-    }
-    __syncwarp();
+  const float scale_log2 = p.scale * kLog2e;
+  float m = kEmpty, l = 0.0f, o[8][4] = {};
+  for (i = 0; i < r.n; ++i) {
+    dev::cp_async_wait<kStages - 2>();  // tile i has landed (for this lane) ...
+    __syncwarp();                       // ... for the warp; the stage read at i - 1 is free
+    const int ahead = i + kStages - 1;
+    if (ahead < r.n) load_tile(p, tb, g, r, ahead, ring[ahead % kStages]);
+    dev::cp_async_commit();
+    fetch_blocks(table, B, r, ahead + 1, tb);
+    attend_tile(qf, ring[i % kStages], r.tile(i), r.from, r.to, scale_log2, m, l, o);
   }
 
   // The next kernel (the o projection) may start streaming its weights now, not earlier: its
   // prefetch would queue ahead of this kernel's latency-bound K/V loads (measured +2 us per layer).
   dev::pdl_launch_dependents();
-  // Sum over the 4 key groups of the warp, then merge the warps through shared memory.
-  l += __shfl_xor_sync(0xffffffffu, l, 8);
-  l += __shfl_xor_sync(0xffffffffu, l, 16);
-#pragma unroll
-  for (int h = 0; h < kG; ++h)
-#pragma unroll
-    for (int d = 0; d < 8; ++d) {
-      acc[h][d] += __shfl_xor_sync(0xffffffffu, acc[h][d], 8);
-      acc[h][d] += __shfl_xor_sync(0xffffffffu, acc[h][d], 16);
-    }
-  __shared__ float wm[kWarps][kG], wl[kWarps][kG], wacc[kWarps][kG][kDh];
-  if (kg == 0) {
-    wm[warp][c] = m;
-    wl[warp][c] = l;
-#pragma unroll
-    for (int h = 0; h < kG; ++h)
-#pragma unroll
-      for (int d = 0; d < 8; ++d) wacc[warp][h][8 * c + d] = acc[h][d];
-  }
+  store_warp_partial(ring, m, l, o);
   __syncthreads();
-  const int stride = kDh + 2;
-  for (int i = threadIdx.x; i < G * kDh; i += kWarps * 32) {
-    const int h = i / kDh, d = i % kDh;
-    float mb = kEmpty;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mb = fmaxf(mb, wm[w][h]);
-    float o = 0.0f, lb = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float f = exp2f(wm[w][h] - mb);
-      o += wacc[w][h][d] * f;
-      lb += wl[w][h] * f;
-    }
-    if (p.splits == 1) {  // the whole key range: merge with the sink here (merge_splits' arithmetic)
-      const float sink = sink_log2(p, g * G + h), M = fmaxf(sink, mb), f = exp2f(mb - M);
-      static_cast<__nv_bfloat16*>(p.out)[(t * p.H + g * G + h) * kDh + d] =
-          __float2bfloat16(o * f / (exp2f(sink - M) + lb * f));
-      continue;
-    }
-    float* out = p.partials + ((t * p.H + g * G + h) * p.splits + split) * stride;
-    out[2 + d] = o;
-    if (d == 0) out[0] = mb, out[1] = lb;
-  }
-  if (p.splits == 1) return;
+  store_block(p, smem, t, g, split, S);
+  if (S == 1) return;
 
   __shared__ bool last;
   __threadfence();  // this block's partials are visible device-wide before it counts as done
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&g_splits_done[t * p.Hkv + g], 1u) == unsigned(p.splits) - 1;
+  __syncthreads();  // (and the warp partials are read: the ring is free for merge_splits)
+  if (threadIdx.x == 0) last = atomicAdd(&g_splits_done[t * p.Hkv + g], 1u) == unsigned(S) - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
-  merge_splits(p, t, g * G, G);
   if (threadIdx.x == 0) g_splits_done[t * p.Hkv + g] = 0;
+  merge_splits(p, t, g * (p.H / p.Hkv), p.H / p.Hkv, S, *reinterpret_cast<SplitFactors*>(smem));
 }
 
 }  // namespace
@@ -271,8 +374,8 @@ cudaError_t run_bf16_attention_decode(const AttentionParams& p, cudaStream_t s) 
   if (p.splits < 1 || p.splits > kAttnMaxSplits || (p.splits > 1 && p.T * p.Hkv > kAttnMergeCounters))
     return cudaErrorInvalidValue;
   // A programmatic dependent (sm_90+): resident and waiting when its predecessor ends.
-  return launch_pdl(bf16_attention_split, dim3(unsigned(p.T), unsigned(p.Hkv), unsigned(p.splits)),
-                    dim3(kWarps * 32), 0, s, p);
+  return launch_pdl(bf16_attention_split, dim3(unsigned(p.T), unsigned(p.Hkv), unsigned(p.splits)), dim3(kThreads),
+                    kRingBytes, s, p);
 }
 
 }  // namespace mx::cuda::kern

@@ -74,8 +74,10 @@ cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool a
 // bf16_attention_decode.cu: split-K attention over the paged cache (any T; Dh == 64, H/Hkv <= 8).
 inline constexpr int kAttnHeadDim = 64;
 inline constexpr int kAttnMaxGroup = 8;
-inline constexpr int kAttnMaxSplits = 64;        // key-range splits per (token, kv head)
-inline constexpr int kAttnMergeCounters = 4096;  // (token, kv head) pairs merged by their split blocks
+inline constexpr int kAttnMaxSplits = 64;          // key-range splits per (token, kv head)
+inline constexpr int kAttnMergeCounters = 4096;    // (token, kv head) pairs merged by their split blocks
+inline constexpr int kAttnMinKeysPerSplit = 128;   // keys per split block at least (256 measured the same)
+inline constexpr int kAttnPartialFloats = kAttnHeadDim + 4;  // a split's m, l, 2 unused, o[Dh]: 16-byte rows
 struct AttentionParams {
   const void* qkv;  // (T, (H + 2 Hkv) Dh) bf16
   const void* sinks;  // (H) bf16 or f32
@@ -86,7 +88,7 @@ struct AttentionParams {
   const void* k_cache;
   const void* v_cache;
   void* out;        // (T, H Dh) bf16
-  float* partials;  // (T, H, splits, Dh + 2) f32 scratch (splits > 1)
+  float* partials;  // (T, H, splits, kAttnPartialFloats) f32 scratch (splits > 1)
   int64_t T, max_blocks, block_size;
   int H, Hkv, window, splits;
   float scale;

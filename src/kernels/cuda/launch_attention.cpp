@@ -8,17 +8,20 @@
 namespace mx::cuda {
 namespace {
 
-constexpr int kMinKeysPerSplit = 128;   // one 32-key tile per warp of a split block
-constexpr int kBlocksPerSm = 2;         // aim: T * Hkv * splits ~ this many blocks per SM
+// Aim: T * Hkv * splits ~ this many blocks per SM. bench_kernels on the H100, depth 32768, one
+// token (4-tile ring): 1 -> 36.1 us, 2 -> 31.6, 3 -> 39.2, 4 -> 39.9 (PERFORMANCE.md, "Decode
+// attention on the tensor cores").
+constexpr int kBlocksPerSm = 2;
 
-// Splits for a call: enough blocks to fill the GPU, no more than the longest key range needs.
-// The longest range is bounded by the block table (no host sync to read the positions). One
-// split where the kernel has no merge counters for every (token, kv head) (then the call has
-// far more than enough blocks anyway).
+// Splits for a call (the grid): enough blocks to fill the GPU, no more than the longest key range
+// needs. The longest range is bounded by the block table (no host sync to read the positions);
+// each token uses only the splits its own range needs (the kernel decides, kAttnMinKeysPerSplit
+// keys or more each). One split where the kernel has no merge counters for every (token, kv head)
+// (then the call has far more than enough blocks anyway).
 int attention_splits(int64_t T, int Hkv, int64_t max_keys) {
   if (T * Hkv > kern::kAttnMergeCounters) return 1;
   const int64_t fill = (int64_t(kBlocksPerSm) * sm_count() + T * Hkv - 1) / (T * Hkv);
-  const int64_t need = (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  const int64_t need = (max_keys + kern::kAttnMinKeysPerSplit - 1) / kern::kAttnMinKeysPerSplit;
   return int(std::clamp<int64_t>(std::min(fill, need), 1, kern::kAttnMaxSplits));
 }
 
@@ -58,7 +61,7 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
   if (a.window > 0) max_keys = std::min<int64_t>(max_keys, a.window);
   const int splits = attention_splits(T, a.n_kv_heads, max_keys);
   void* ws;
-  MX_ASSIGN(ws, workspace(size_t(T) * a.n_heads * splits * (a.head_dim + 2) * sizeof(float)));
+  MX_ASSIGN(ws, workspace(size_t(T) * a.n_heads * splits * kern::kAttnPartialFloats * sizeof(float)));
   const kern::AttentionParams p{.qkv = a.qkv.data, .sinks = a.sinks.data, .sinks_f32 = a.sinks.dtype == DType::F32,
                                 .positions = a.batch.positions.ptr<const int32_t>(),
                                 .seq_index = a.batch.seq_index.ptr<const int32_t>(),
