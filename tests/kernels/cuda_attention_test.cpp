@@ -103,6 +103,28 @@ TEST(CudaAttention, OddHeadGroupsAndBlockSize) {
   }
 }
 
+// The tiny-gqa8 fixture's calls (16 q / 2 kv heads, window 8 below the 16-key tile, a two-block
+// ring on the sliding layer): its 20-token prompt in one call and in 7-token chunks, then single
+// tokens.
+TEST(CudaAttention, TinyGqa8Calls) {
+  MX_REQUIRE_CUDA();
+  const Layout L{.H = 16, .Hkv = 2, .Dh = 64, .B = 16};
+  const int max_blocks = 2;
+  for (int chunk : {20, 7, 1}) {
+    const int ring = (chunk + 8 - 1 + L.B - 1) / L.B + 1;
+    for (int first = chunk == 20 ? 0 : 14; first + chunk <= 30; first += chunk) {
+      std::vector<int32_t> pos, seq;
+      append_run(pos, seq, 0, first, chunk);
+      for (int window : {0, 8}) {
+        const Fixture f(L, 1, max_blocks, window ? ring_table(1, max_blocks, ring) : shuffled_table(1, max_blocks, 7),
+                        window ? ring : max_blocks + 3, pos, seq, 180 + first);
+        const auto [gpu, cpu] = run_attention(f, window, 181 + first);
+        EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "chunk " << chunk << " at " << first << ", window " << window;
+      }
+    }
+  }
+}
+
 TEST(CudaAttention, RopeCacheMatchesReference) {
   MX_REQUIRE_CUDA();
   const Layout L;

@@ -1,7 +1,8 @@
 // bf16_attention_decode: attention with sinks (and an optional sliding window) over the paged BF16
 // KV cache, split over the key range (flash-decoding). A block owns (token, kv head, split) and the
 // group's <= 8 q heads, which are rows 0..7 of the A operand of mma.sync m16n8k16 (BF16 in, FP32
-// accumulate): S = Q K^T and O += P V run on the tensor cores, each K/V tile serving all 8 heads.
+// accumulate): S = Q K^T and O += P V run on the tensor cores, each K/V tile serving all 8 heads
+// (P as a BF16 value plus its BF16 residual, in A rows 8..15).
 // Each warp streams its own 16-key tiles through a two-tile cp.async ring in shared memory, the
 // block-table entries read one tile ahead; online softmax in FP32, log2 units. The splits a token
 // uses follow its real key range (the grid's count follows the table's capacity); with one, the
@@ -48,9 +49,13 @@ __device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: 2^-22 rela
   return y;
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
+// (x, y) as BF16 pairs hi + residual: x = hi.x + res.x to ~2^-16 relative (BF16 alone: 2^-9).
+__device__ __forceinline__ void split_bf16x2(float x, float y, uint32_t& hi, uint32_t& res) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 r = __floats2bfloat162_rn(x - hf.x, y - hf.y);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  res = *reinterpret_cast<const uint32_t*>(&r);
 }
 
 // Shared memory of the merges, in the K/V ring once the key loop is done: a warp's (m, l, o) of
@@ -178,7 +183,9 @@ __device__ __forceinline__ void load_q(const AttentionParams& p, int64_t t, int 
 
 // One tile: s = Q K^T (lane: head lane/4, keys 2c, 2c+1 and 8+2c, 8+2c+1), online softmax of the
 // lane's head in log2 units (m: running max, l: the lane's partial sum), then o += P V with P as
-// BF16 A fragments (the C layout of the two n tiles is the A layout of one k step).
+// BF16 A fragments (the C layout of the two n tiles is the A layout of one k step): rows 0..7 hold
+// P rounded to BF16, rows 8..15 the rounding residual, so o[n][0..1] + o[n][2..3] is P V with P
+// exact to ~2^-16 (BF16 P alone cost the tiny-gqa8 fixture its 1e-3 logit bar) at no extra mma.
 __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[4][4], const KvTile& kv, int j0, int from, int to,
                                             float scale_log2, float& m, float& l, float (&o)[8][4]) {
   const int lane = threadIdx.x % 32, c = lane % 4;
@@ -216,8 +223,10 @@ __device__ __forceinline__ void attend_tile(const uint32_t (&qf)[4][4], const Kv
     }
   l = l * alpha + sum;
 #pragma unroll
-  for (int n = 0; n < 8; ++n) o[n][0] *= alpha, o[n][1] *= alpha;
-  const uint32_t a[4] = {pack_bf16x2(s[0][0], s[0][1]), 0u, pack_bf16x2(s[1][0], s[1][1]), 0u};
+  for (int n = 0; n < 8; ++n) o[n][0] *= alpha, o[n][1] *= alpha, o[n][2] *= alpha, o[n][3] *= alpha;
+  uint32_t a[4];  // P in BF16 in rows 0..7, its rounding residual in rows 8..15 (free rows of A)
+  split_bf16x2(s[0][0], s[0][1], a[0], a[1]);
+  split_bf16x2(s[1][0], s[1][1], a[2], a[3]);
 #pragma unroll
   for (int dp = 0; dp < 4; ++dp) {  // dims 16dp..16dp+15: two n tiles
     uint32_t b[4];
@@ -267,7 +276,8 @@ __device__ __forceinline__ void store_warp_partial(KvTile* ring, float m, float 
   WarpPartial& wp = *reinterpret_cast<WarpPartial*>(ring);
   if (c == 0) wp.m[h] = m, wp.l[h] = l;
 #pragma unroll
-  for (int n = 0; n < 8; ++n) *reinterpret_cast<float2*>(&wp.o[h][8 * n + 2 * c]) = make_float2(o[n][0], o[n][1]);
+  for (int n = 0; n < 8; ++n)  // rows h and h + 8: P's BF16 part and its residual
+    *reinterpret_cast<float2*>(&wp.o[h][8 * n + 2 * c]) = make_float2(o[n][0] + o[n][2], o[n][1] + o[n][3]);
 }
 
 // Merges the block's warp partials (after a block barrier): with S == 1 the whole key range, so the
