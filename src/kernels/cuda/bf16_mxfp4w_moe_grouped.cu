@@ -1,8 +1,8 @@
 // bf16_mxfp4w_moe_grouped: the MoE experts for many tokens (prefill), no host synchronisation.
 // A one-block counting sort groups the T·K (token, slot) pairs by expert and lists GEMM tiles of
 // up to 64 pairs of one expert; two grouped GEMMs (BF16 mma.sync, FP32 accumulate) read each
-// MXFP4 weight tile once per tile of pairs and decode it to BF16 in shared memory; gate_up fuses
-// bias + clamped SwiGLU, down fuses bias; finalize sums each token's K rows in slot order into
+// MXFP4 weight tile once per tile of pairs and decode it in registers straight into the mma B
+// fragments; gate_up fuses bias + clamped SwiGLU, down fuses bias; finalize sums each token's K rows in slot order into
 // the residual. Runs on sm_80 and later (cp.async, ldmatrix, mma.sync m16n8k16). The FP8
 // activation mode (expand + quantize, FP8 GEMMs) is e4m3_mxfp4w_moe_grouped.cu, between the same
 // routing and finalize.
@@ -14,11 +14,14 @@ namespace {
 constexpr int kBM = kGroupedTileM;  // rows (pairs) per tile
 constexpr int kBN = 128;            // output features per block
 constexpr int kBK = 64;             // reduction elements per stage: two MXFP4 blocks per weight row
-constexpr int kLds = kBK + 8;       // shared row pitch in bf16 (144 bytes: conflict-free ldmatrix)
-constexpr int kThreads = 256;       // 8 warps, 2 (M) x 4 (N), 32 x 32 outputs each
-constexpr int kStageElems = (kBM + kBN) * kLds;
+constexpr int kWarps = 4;           // each 64 rows x 32 features: 4 m16 x 4 n8 mma tiles
+constexpr int kThreads = kWarps * 32;
+constexpr int kStages = 4;          // cp.async ring of A and raw B stages
+// A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity; B stage:
+// kBN weight rows x the stage's 32 MXFP4 bytes (two chunks), as in the checkpoint.
+constexpr int kAChunks = kBM * 8, kBChunks = kBN * 2, kStageChunks = kAChunks + kBChunks;
 constexpr int kRouteThreads = 1024;
-static_assert(kBM == 64 && kThreads == 2 * kBN && kBK == 64, "loaders below assume these shapes");
+static_assert(kBM == 64 && kBN == kWarps * 32 && kBK == 64, "loaders below assume these shapes");
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
@@ -26,31 +29,29 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
 }
 
 // ---- MXFP4 -> BF16 ---------------------------------------------------------------------------
-// One 32-element MXFP4 block (16 bytes, E8M0 scale) -> 16 BF16 pairs in element order, exactly.
-// Each E2M1 code s.e1e0.m is moved to BF16 bits 15 and 8..6, where it reads as value * 2^-126
-// (0.5 becomes a BF16 subnormal); multiplying by 2^(scale - 1) (and, for scales above 128, once
-// more) is a power-of-two scaling, hence exact, and gives value * 2^(scale - 127).
-__device__ __forceinline__ void decode_block_bf16(const uint4& raw, uint32_t scale, uint32_t (&out)[16]) {
-  const uint32_t f1 = scale <= 128 ? scale + 126 : 254u;  // exponent field of 2^(scale-1), or 2^127
-  const uint32_t m1 = (f1 << 7) | (f1 << 23);
-  const uint32_t f2 = scale - 1;                           // 2^(scale-128), used when scale > 128
-  const uint32_t m2 = (f2 << 7) | (f2 << 23);
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+// One 32-bit word of an MXFP4 block (8 elements) -> 4 BF16 pairs in element order, exactly. Each
+// E2M1 code s.e1e0.m is moved to BF16 bits 15 and 8..6, where it reads as value * 2^-126 (0.5
+// becomes a BF16 subnormal); multiplying by 2^(scale - 1) (and, for scales above 128, once more)
+// is a power-of-two scaling, hence exact, and gives value * 2^(scale - 127).
+struct Mxfp4Scale {
+  uint32_t m1, m2;  // BF16 pairs 2^(scale-1) (or 2^127) and 2^(scale-128)
+  bool big;         // scale > 128: both factors
+  __device__ explicit Mxfp4Scale(uint32_t scale) {
+    const uint32_t f1 = scale <= 128 ? scale + 126 : 254u, f2 = scale - 1;
+    m1 = (f1 << 7) | (f1 << 23), m2 = (f2 << 7) | (f2 << 23), big = scale > 128;
+  }
+};
+__device__ __forceinline__ void decode_word_bf16(uint32_t q, const Mxfp4Scale& s, uint32_t (&out)[4]) {
+  const uint32_t qs = q >> 4;
+  // byte b of q holds elements 2b (low nibble) and 2b+1 (high nibble): low nibble of byte b of q
+  // into bits 0..3, low nibble of byte b of q>>4 (= the high nibble) into bits 16..19.
+  const uint32_t sel[4] = {0x4400u, 0x5511u, 0x6622u, 0x7733u};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t q = words[i], qs = q >> 4;
-    // byte b of q holds elements 2b (low nibble) and 2b+1 (high nibble): low nibble of byte b of
-    // q into bits 0..3, low nibble of byte b of q>>4 (= the high nibble) into bits 16..19.
-    const uint32_t sel[4] = {0x4400u, 0x5511u, 0x6622u, 0x7733u};
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const uint32_t t = __byte_perm(q, qs, sel[b]);
-      const uint32_t u = t << 6;
-      uint32_t r = (u & 0x01c001c0u) | ((u << 6) & 0x80008000u);
-      r = bf16x2_mul(r, m1);
-      if (scale > 128) r = bf16x2_mul(r, m2);
-      out[4 * i + b] = r;
-    }
+  for (int b = 0; b < 4; ++b) {
+    const uint32_t u = __byte_perm(q, qs, sel[b]) << 6;
+    uint32_t r = bf16x2_mul((u & 0x01c001c0u) | ((u << 6) & 0x80008000u), s.m1);
+    if (s.big) r = bf16x2_mul(r, s.m2);
+    out[b] = r;
   }
 }
 
@@ -101,133 +102,150 @@ __global__ void __launch_bounds__(kRouteThreads) bf16_mxfp4w_moe_grouped_route(M
 
 // ---- grouped GEMM ----------------------------------------------------------------------------
 // Block (n-tile, pair tile): out rows = the tile's pairs, out columns n0..n0+127 of the expert's
-// matrix (gate_up: 2F interleaved gate/up rows; down: D rows). A rows are gathered (gate_up: x of
-// each pair's token; down: act in sorted order) by cp.async; B is loaded to registers one stage
-// ahead, decoded and stored as BF16; two shared stages.
+// matrix (gate_up: 2F interleaved gate/up rows; down: D rows). Per 64-wide k stage, A rows are
+// gathered (gate_up: x of each pair's token; down: act in sorted order) and the 128 weight rows'
+// raw MXFP4 bytes copied, both by cp.async into a kStages ring. Warp w owns all 64 rows x columns
+// 32w..32w+31, so each weight is decoded once per block, straight into mma B fragments: lane
+// (g = lane/4, c = lane%4) reads bytes 8c..8c+7 of its rows' stage (k 16c..16c+15). The mma's k
+// order is permuted to match: fragment k (2c + e, 2c + 8 + e) of step t is k 16c + 4t + (e, 2 + e),
+// so the lane's A values of steps 2h, 2h+1 are one 16-byte chunk (2c + h) of its row.
 template <bool kGateUp>
-__global__ void __launch_bounds__(kThreads, 2) bf16_mxfp4w_moe_grouped_gemm(MoeGroupedParams p) {
+__global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeGroupedParams p) {
   if (int(blockIdx.y) >= *p.num_tiles) return;
   const int4 tile = p.tiles[blockIdx.y];
   const int e = tile.x, row0 = tile.y, rows = tile.z;
   const int N = kGateUp ? 2 * p.F : p.D;
   const int Kd = kGateUp ? p.D : p.F;
-  const int G = Kd / 32;
+  const int G = Kd / 32, KT = (G + 1) / 2;
   const int n0 = blockIdx.x * kBN;
-  const uint8_t* wblocks = (kGateUp ? p.gu_blocks : p.dn_blocks) + int64_t(e) * N * G * 16;
+  const uint4* wblocks = reinterpret_cast<const uint4*>(kGateUp ? p.gu_blocks : p.dn_blocks) + int64_t(e) * N * G;
   const uint8_t* wscales = (kGateUp ? p.gu_scales : p.dn_scales) + int64_t(e) * N * G;
 
-  extern __shared__ uint4 smem_u4[];
-  __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_u4);
-  const int tid = threadIdx.x;
+  extern __shared__ uint4 smem[];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
 
-  // A: 64 rows x 64 elements per stage = 512 chunks of 16 bytes, two per thread.
-  const __nv_bfloat16* a_src[2];
-  int a_off[2], a_col[2];
-  bool a_ok[2];
+  // Loaders. A: chunk tid % 8 of rows tid/8 + 16i (i < 4); B: chunk tid % 2 of weight rows
+  // tid/2 + 64i (i < 2).
+  const int a_chunk = tid % 8, b_half = tid % 2;
+  const __nv_bfloat16* a_src[4];
+  int a_dst[4];
+  bool a_ok[4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int c = tid + i * kThreads, r = c / 8;
-    a_col[i] = (c % 8) * 8;
-    a_off[i] = r * kLds + a_col[i];
+  for (int i = 0; i < 4; ++i) {
+    const int r = tid / 8 + 16 * i;
     a_ok[i] = r < rows;
+    a_dst[i] = r * 8 + (a_chunk ^ (r & 1));
     const int rr = a_ok[i] ? r : 0;
     if constexpr (kGateUp) {
-      const int token = p.pair_at[row0 + rr] / p.K;
-      a_src[i] = static_cast<const __nv_bfloat16*>(p.x) + int64_t(token) * p.D;
+      a_src[i] = static_cast<const __nv_bfloat16*>(p.x) + int64_t(p.pair_at[row0 + rr] / p.K) * p.D;
     } else {
       a_src[i] = static_cast<const __nv_bfloat16*>(p.act) + int64_t(row0 + rr) * p.F;
     }
   }
-  // B: weight row n0 + tid/2, MXFP4 block 2·kt + tid%2 of the stage.
-  const int b_row = tid >> 1, b_half = tid & 1;
-  const bool b_row_ok = n0 + b_row < N;
-  const uint4* b_src = reinterpret_cast<const uint4*>(wblocks) + int64_t(b_row_ok ? n0 + b_row : 0) * G;
-  const uint8_t* s_src = wscales + int64_t(b_row_ok ? n0 + b_row : 0) * G;
-
-  auto load_a = [&](int stage, int kt) {
-    __nv_bfloat16* As = smem + stage * kStageElems;
+  const uint4* b_src[2];
+  bool b_ok[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int n = n0 + tid / 2 + 64 * i;
+    b_ok[i] = n < N;
+    b_src[i] = wblocks + int64_t(b_ok[i] ? n : 0) * G;
+  }
+  auto load_stage = [&](int kt) {
+    uint4* st = smem + (kt % kStages) * kStageChunks;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int col = kt * kBK + a_chunk * 8;
+      const bool ok = a_ok[i] && col < Kd;
+      dev::cp_async16(st + a_dst[i], ok ? a_src[i] + col : a_src[i], ok);
+    }
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const int col = kt * kBK + a_col[i];
-      const bool ok = a_ok[i] && col < Kd;
-      dev::cp_async16(As + a_off[i], ok ? a_src[i] + col : a_src[i], ok);
+      const int blk = 2 * kt + b_half;
+      const bool ok = b_ok[i] && blk < G;
+      dev::cp_async16(st + kAChunks + (tid / 2 + 64 * i) * 2 + b_half, ok ? b_src[i] + blk : b_src[i], ok);
     }
   };
-  auto load_b = [&](int kt, uint4& raw, uint32_t& sc) {
-    const int g = 2 * kt + b_half;
-    const bool ok = b_row_ok && g < G;
-    raw = ok ? __ldg(b_src + g) : make_uint4(0, 0, 0, 0);
-    sc = ok ? uint32_t(__ldg(s_src + g)) : 127u;
-  };
-  auto store_b = [&](int stage, const uint4& raw, uint32_t sc) {
-    uint32_t v[16];
-    decode_block_bf16(raw, sc, v);
-    uint4* dst = reinterpret_cast<uint4*>(smem + stage * kStageElems + (kBM + b_row) * kLds + b_half * 32);
+  // The lane's scales: rows 32·warp + 8·ni + g, block 2kt + c/2 of stage kt (127 past the rows or
+  // blocks: the zero-filled bytes decode to 0), loaded two stages ahead.
+  const uint8_t* s_src[4];
+  bool s_ok[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) dst[i] = make_uint4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+  for (int ni = 0; ni < 4; ++ni) {
+    const int n = n0 + 32 * warp + 8 * ni + g;
+    s_ok[ni] = n < N;
+    s_src[ni] = wscales + int64_t(s_ok[ni] ? n : 0) * G + c / 2;
+  }
+  auto load_scales = [&](int kt, uint32_t (&sc)[4]) {
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) sc[ni] = s_ok[ni] && 2 * kt + c / 2 < G ? uint32_t(__ldg(s_src[ni] + 2 * kt)) : 127u;
   };
 
-  const int warp = tid / 32, lane = tid % 32, wm = warp / 4, wn = warp % 4;
-  const bool mf_ok[2] = {wm * 32 < rows, wm * 32 + 16 < rows};  // warp-uniform: skip empty row groups
-  float acc[2][4][4] = {};
-  auto compute = [&](int stage) {
-    const __nv_bfloat16* As = smem + stage * kStageElems;
-    const __nv_bfloat16* Bs = As + kBM * kLds;
+  const bool mf_ok[4] = {0 < rows, 16 < rows, 32 < rows, 48 < rows};  // warp-uniform: skip empty m16 tiles
+  float acc[4][4][4] = {};
+  auto compute = [&](int kt, const uint32_t (&sc)[4]) {
+    const uint4* st = smem + (kt % kStages) * kStageChunks;
+    const uint2* bs = reinterpret_cast<const uint2*>(st + kAChunks);
+    uint2 braw[4];
 #pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks) {
-      uint32_t a[2][4], b[2][4];
+    for (int ni = 0; ni < 4; ++ni) braw[ni] = bs[(32 * warp + 8 * ni + g) * 4 + c];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-        if (mf_ok[mi]) dev::ldmatrix_x4(a[mi], As + (wm * 32 + mi * 16 + lane % 16) * kLds + ks * 16 + (lane / 16) * 8);
+    for (int h = 0; h < 2; ++h) {  // k steps 2h, 2h+1: the lane's A chunk 2c + h, B word h
+      uint32_t b[4][4];
 #pragma unroll
-      for (int nj = 0; nj < 2; ++nj)
-        dev::ldmatrix_x4(b[nj], Bs + (wn * 32 + nj * 16 + (lane / 16) * 8 + lane % 8) * kLds + ks * 16 + ((lane / 8) % 2) * 8);
+      for (int ni = 0; ni < 4; ++ni) decode_word_bf16(h ? braw[ni].y : braw[ni].x, Mxfp4Scale(sc[ni]), b[ni]);
+      uint4 alo[4], ahi[4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
+      for (int mi = 0; mi < 4; ++mi) {
         if (!mf_ok[mi]) continue;
-#pragma unroll
-        for (int ni = 0; ni < 4; ++ni)
-          dev::mma_bf16_16816(acc[mi][ni], a[mi], b[ni / 2][2 * (ni % 2)], b[ni / 2][2 * (ni % 2) + 1]);
+        const int r = 16 * mi + g;  // rows r and r + 8 have the same parity
+        alo[mi] = st[r * 8 + ((2 * c + h) ^ (r & 1))];
+        ahi[mi] = st[(r + 8) * 8 + ((2 * c + h) ^ (r & 1))];
       }
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int mi = 0; mi < 4; ++mi) {
+          if (!mf_ok[mi]) continue;
+          const uint32_t a[4] = {u ? alo[mi].z : alo[mi].x, u ? ahi[mi].z : ahi[mi].x, u ? alo[mi].w : alo[mi].y,
+                                 u ? ahi[mi].w : ahi[mi].y};
+#pragma unroll
+          for (int ni = 0; ni < 4; ++ni) dev::mma_bf16_16816(acc[mi][ni], a, b[ni][2 * u], b[ni][2 * u + 1]);
+        }
     }
   };
 
-  const int KT = (G + 1) / 2;
-  uint4 raw;
-  uint32_t sc;
-  load_a(0, 0);
-  dev::cp_async_commit();
-  load_b(0, raw, sc);
-  store_b(0, raw, sc);
-  dev::cp_async_wait_all();
-  __syncthreads();
+  uint32_t sc_cur[4], sc_next[4];
+  load_scales(0, sc_cur);
+  load_scales(1, sc_next);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {  // one commit group per stage, empty past the last
+    if (s < KT) load_stage(s);
+    dev::cp_async_commit();
+  }
   for (int kt = 0; kt < KT; ++kt) {
-    const int cur = kt & 1;
-    const bool more = kt + 1 < KT;
-    if (more) {  // stage cur^1 was last read before the previous iteration's barrier
-      load_a(cur ^ 1, kt + 1);
-      dev::cp_async_commit();
-      load_b(kt + 1, raw, sc);
-    }
-    compute(cur);
-    if (more) store_b(cur ^ 1, raw, sc);
-    dev::cp_async_wait_all();
-    __syncthreads();
+    dev::cp_async_wait<kStages - 2>();  // stage kt has landed (for this thread) ...
+    __syncthreads();                    // ... for all; the slot read at kt - 1 is free
+    if (kt + kStages - 1 < KT) load_stage(kt + kStages - 1);
+    dev::cp_async_commit();
+    uint32_t sc[4];
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) sc[ni] = sc_cur[ni], sc_cur[ni] = sc_next[ni];
+    load_scales(kt + 2, sc_next);
+    compute(kt, sc);
   }
 
   // Epilogue: fragment (mi, ni) holds rows g, g+8 and columns 2c, 2c+1 of its 16x8 tile; the
   // column pair is (gate 2j, up 2j+1) in gate_up.
-  const int g = lane / 4, c = lane % 4;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = wm * 32 + mi * 16 + half * 8 + g;
+      const int r = mi * 16 + half * 8 + g;
       if (r >= rows) continue;
       const int64_t pos = row0 + r;
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni) {
-        const int n = n0 + wn * 32 + ni * 8 + 2 * c;
+        const int n = n0 + warp * 32 + ni * 8 + 2 * c;
         if (n >= N) continue;
         const float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
         if constexpr (kGateUp) {
@@ -288,7 +306,7 @@ int moe_grouped_max_tiles(int64_t T, int K, int E) {
   return int((P + kBM - 1) / kBM + (P < E ? P : E));
 }
 
-size_t moe_grouped_smem_bytes() { return size_t(2) * kStageElems * sizeof(__nv_bfloat16); }
+size_t moe_grouped_smem_bytes() { return size_t(kStages) * kStageChunks * sizeof(uint4); }
 
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
