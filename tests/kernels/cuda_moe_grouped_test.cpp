@@ -57,13 +57,15 @@ struct Experts {
   }
 };
 
-Experts make_experts(const Shape& s, uint64_t seed, bool host = true) {
+// `scale_shift` moves both scale ranges up (E8M0 above 128 takes the kernels' second factor).
+Experts make_experts(const Shape& s, uint64_t seed, bool host = true, int scale_shift = 0) {
   const int64_t E = s.E, D = s.D, F = s.F;
+  const int ss = scale_shift;
   return {.gu_b = device_random(DType::U8, {E, 2 * F, D / 32, 16}, seed, 0, 255, host),
-          .gu_s = device_random(DType::U8, {E, 2 * F, D / 32}, seed + 1, 118, 122, host),
+          .gu_s = device_random(DType::U8, {E, 2 * F, D / 32}, seed + 1, 118 + ss, 122 + ss, host),
           .gu_bias = device_random(DType::BF16, {E, 2 * F}, seed + 2, 0, 255, host),
           .dn_b = device_random(DType::U8, {E, D, F / 32, 16}, seed + 3, 0, 255, host),
-          .dn_s = device_random(DType::U8, {E, D, F / 32}, seed + 4, 116, 120, host),
+          .dn_s = device_random(DType::U8, {E, D, F / 32}, seed + 4, 116 + ss, 120 + ss, host),
           .dn_bias = device_random(DType::BF16, {E, D}, seed + 5, 0, 255, host)};
 }
 
@@ -152,6 +154,18 @@ TEST(CudaMoeGrouped, OddSmallSizes) {
     EXPECT_LT(nmse(gpu, cpu), kGroupedNmse) << "T=" << s.T << " D=" << s.D << " F=" << s.F << " E=" << s.E;
     EXPECT_GT(nmse(corrupted(gpu), cpu), kGroupedNmse);
   }
+}
+
+// E8M0 scales around and above 128 (2^1..2^5): lanes of one warp with and without the second
+// factor of the MXFP4 decode.
+TEST(CudaMoeGrouped, ScalesAbove128) {
+  MX_REQUIRE_CUDA();
+  const Shape s{150, 128, 96, 4, 2};
+  const Experts ex = make_experts(s, 2500, /*host=*/true, /*scale_shift=*/10);
+  const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2510), 2520);
+  const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped), cpu = run_cpu(ex, in);
+  EXPECT_LT(nmse(gpu, cpu), kGroupedNmse);
+  EXPECT_GT(nmse(corrupted(gpu), cpu), kGroupedNmse);
 }
 
 TEST(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {

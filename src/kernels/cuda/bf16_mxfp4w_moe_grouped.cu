@@ -31,17 +31,17 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
 // ---- MXFP4 -> BF16 ---------------------------------------------------------------------------
 // One 32-bit word of an MXFP4 block (8 elements) -> 4 BF16 pairs in element order, exactly. Each
 // E2M1 code s.e1e0.m is moved to BF16 bits 15 and 8..6, where it reads as value * 2^-126 (0.5
-// becomes a BF16 subnormal); multiplying by 2^(scale - 1) (and, for scales above 128, once more)
-// is a power-of-two scaling, hence exact, and gives value * 2^(scale - 127).
-struct Mxfp4Scale {
-  uint32_t m1, m2;  // BF16 pairs 2^(scale-1) (or 2^127) and 2^(scale-128)
-  bool big;         // scale > 128: both factors
-  __device__ explicit Mxfp4Scale(uint32_t scale) {
-    const uint32_t f1 = scale <= 128 ? scale + 126 : 254u, f2 = scale - 1;
-    m1 = (f1 << 7) | (f1 << 23), m2 = (f2 << 7) | (f2 << 23), big = scale > 128;
-  }
-};
-__device__ __forceinline__ void decode_word_bf16(uint32_t q, const Mxfp4Scale& s, uint32_t (&out)[4]) {
+// becomes a BF16 subnormal); multiplying by 2^(scale - 1) (and, for scales above 128, by
+// 2^(scale - 128) once more: `fix_big`) is a power-of-two scaling, hence exact, and gives
+// value * 2^(scale - 127).
+__device__ __forceinline__ uint32_t bf16x2_pow2(uint32_t f) { return (f << 7) | (f << 23); }  // 2^(f-127) twice
+__device__ __forceinline__ uint32_t mxfp4_factor1(uint32_t scale) {  // 2^(scale-1), or 2^127 above 128
+  return bf16x2_pow2(scale > 128 ? 254u : scale + 126);
+}
+__device__ __forceinline__ uint32_t mxfp4_factor2(uint32_t scale) {  // 2^(scale-128) above 128, else 1
+  return bf16x2_pow2(scale > 128 ? scale - 1 : 127u);
+}
+__device__ __forceinline__ void decode_word_bf16(uint32_t q, uint32_t m1, uint32_t (&out)[4]) {
   const uint32_t qs = q >> 4;
   // byte b of q holds elements 2b (low nibble) and 2b+1 (high nibble): low nibble of byte b of q
   // into bits 0..3, low nibble of byte b of q>>4 (= the high nibble) into bits 16..19.
@@ -49,10 +49,14 @@ __device__ __forceinline__ void decode_word_bf16(uint32_t q, const Mxfp4Scale& s
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
     const uint32_t u = __byte_perm(q, qs, sel[b]) << 6;
-    uint32_t r = bf16x2_mul((u & 0x01c001c0u) | ((u << 6) & 0x80008000u), s.m1);
-    if (s.big) r = bf16x2_mul(r, s.m2);
-    out[b] = r;
+    out[b] = bf16x2_mul((u & 0x01c001c0u) | ((u << 6) & 0x80008000u), m1);
   }
+}
+// The second factor where a scale exceeds 128 (rare: weights of magnitude >= 2^2); the caller
+// branches once per warp, not per pair.
+__device__ __forceinline__ void fix_big(uint32_t m2, uint32_t (&out)[4]) {
+#pragma unroll
+  for (int b = 0; b < 4; ++b) out[b] = bf16x2_mul(out[b], m2);
 }
 
 // ---- routing ---------------------------------------------------------------------------------
@@ -142,13 +146,11 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
       a_src[i] = static_cast<const __nv_bfloat16*>(p.act) + int64_t(row0 + rr) * p.F;
     }
   }
-  const uint4* b_src[2];
-  bool b_ok[2];
+  int b_row[2];  // weight row offsets in 16-byte blocks (N·G < 2^31: checked by the launcher), -1 past N
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int n = n0 + tid / 2 + 64 * i;
-    b_ok[i] = n < N;
-    b_src[i] = wblocks + int64_t(b_ok[i] ? n : 0) * G;
+    b_row[i] = n < N ? n * G : -1;
   }
   auto load_stage = [&](int kt) {
     uint4* st = smem + (kt % kStages) * kStageChunks;
@@ -161,23 +163,22 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int blk = 2 * kt + b_half;
-      const bool ok = b_ok[i] && blk < G;
-      dev::cp_async16(st + kAChunks + (tid / 2 + 64 * i) * 2 + b_half, ok ? b_src[i] + blk : b_src[i], ok);
+      const bool ok = b_row[i] >= 0 && blk < G;
+      dev::cp_async16(st + kAChunks + (tid / 2 + 64 * i) * 2 + b_half, wblocks + (ok ? b_row[i] + blk : 0), ok);
     }
   };
   // The lane's scales: rows 32·warp + 8·ni + g, block 2kt + c/2 of stage kt (127 past the rows or
   // blocks: the zero-filled bytes decode to 0), loaded two stages ahead.
-  const uint8_t* s_src[4];
-  bool s_ok[4];
+  int s_row[4];  // offsets of the lane's scales (block c/2), -1 past N
 #pragma unroll
   for (int ni = 0; ni < 4; ++ni) {
     const int n = n0 + 32 * warp + 8 * ni + g;
-    s_ok[ni] = n < N;
-    s_src[ni] = wscales + int64_t(s_ok[ni] ? n : 0) * G + c / 2;
+    s_row[ni] = n < N ? n * G + c / 2 : -1;
   }
   auto load_scales = [&](int kt, uint32_t (&sc)[4]) {
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) sc[ni] = s_ok[ni] && 2 * kt + c / 2 < G ? uint32_t(__ldg(s_src[ni] + 2 * kt)) : 127u;
+    for (int ni = 0; ni < 4; ++ni)
+      sc[ni] = s_row[ni] >= 0 && 2 * kt + c / 2 < G ? uint32_t(__ldg(wscales + s_row[ni] + 2 * kt)) : 127u;
   };
 
   const bool mf_ok[4] = {0 < rows, 16 < rows, 32 < rows, 48 < rows};  // warp-uniform: skip empty m16 tiles
@@ -188,29 +189,30 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
     uint2 braw[4];
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni) braw[ni] = bs[(32 * warp + 8 * ni + g) * 4 + c];
+    uint32_t m1[4];
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) m1[ni] = mxfp4_factor1(sc[ni]);
+    const bool big = __any_sync(0xffffffffu, max(max(sc[0], sc[1]), max(sc[2], sc[3])) > 128);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // k steps 2h, 2h+1: the lane's A chunk 2c + h, B word h
       uint32_t b[4][4];
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) decode_word_bf16(h ? braw[ni].y : braw[ni].x, Mxfp4Scale(sc[ni]), b[ni]);
-      uint4 alo[4], ahi[4];
+      for (int ni = 0; ni < 4; ++ni) decode_word_bf16(h ? braw[ni].y : braw[ni].x, m1[ni], b[ni]);
+      if (big)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) fix_big(mxfp4_factor2(sc[ni]), b[ni]);
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi) {
         if (!mf_ok[mi]) continue;
         const int r = 16 * mi + g;  // rows r and r + 8 have the same parity
-        alo[mi] = st[r * 8 + ((2 * c + h) ^ (r & 1))];
-        ahi[mi] = st[(r + 8) * 8 + ((2 * c + h) ^ (r & 1))];
-      }
+        const uint4 lo = st[r * 8 + ((2 * c + h) ^ (r & 1))], hi = st[(r + 8) * 8 + ((2 * c + h) ^ (r & 1))];
+        const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};  // steps 2h, 2h+1
 #pragma unroll
-      for (int u = 0; u < 2; ++u)
-#pragma unroll
-        for (int mi = 0; mi < 4; ++mi) {
-          if (!mf_ok[mi]) continue;
-          const uint32_t a[4] = {u ? alo[mi].z : alo[mi].x, u ? ahi[mi].z : ahi[mi].x, u ? alo[mi].w : alo[mi].y,
-                                 u ? ahi[mi].w : ahi[mi].y};
-#pragma unroll
-          for (int ni = 0; ni < 4; ++ni) dev::mma_bf16_16816(acc[mi][ni], a, b[ni][2 * u], b[ni][2 * u + 1]);
+        for (int ni = 0; ni < 4; ++ni) {
+          dev::mma_bf16_16816(acc[mi][ni], a0, b[ni][0], b[ni][1]);
+          dev::mma_bf16_16816(acc[mi][ni], a1, b[ni][2], b[ni][3]);
         }
+      }
     }
   };
 

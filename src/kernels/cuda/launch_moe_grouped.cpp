@@ -34,6 +34,8 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(!fp8 || compute_capability() >= 89,
            "moe activation fp8: needs FP8 tensor cores (compute capability 8.9 or later), device has {}.{}",
            compute_capability() / 10, compute_capability() % 10);
+  MX_CHECK(int64_t(2) * F * (D / 32) < (int64_t(1) << 31) && int64_t(D) * (F / 32) < (int64_t(1) << 31),
+           "bf16_mxfp4w_moe_grouped: an expert's {} x {} weights exceed 2^31 MXFP4 blocks", 2 * F, D);
   MX_CHECK(T * K < (int64_t(1) << 30), "bf16_mxfp4w_moe_grouped: {} tokens x {} is too many pairs", T, K);
   const int max_tiles = kern::moe_grouped_max_tiles(T, K, E);
   MX_CHECK(max_tiles <= 65535, "bf16_mxfp4w_moe_grouped: {} tiles exceed the grid limit (T={})", max_tiles, T);
