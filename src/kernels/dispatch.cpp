@@ -435,7 +435,8 @@ std::vector<std::string> dispatch_summary(Device device) {
                   "grouped MXFP4 GEMM, {} activations)",
                   kMoeGroupedMinTokens,
                   g_moe_activation == MoeActivation::FP8 ? "expand + e4m3_mxfp4w_moe_grouped" : "bf16_mxfp4w_moe_grouped",
-                  g_moe_activation == MoeActivation::FP8 ? "FP8 E4M3 (per-32 E8M0 scales)" : "BF16"),
+                  g_moe_activation == MoeActivation::FP8 ? "FP8 E4M3 (per-32 E8M0 scales), 64-pair tiles"
+                                                         : "BF16, 128-pair tiles from 64 pairs per expert, else 64"),
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> bf16_attention_prefill (tiled, tensor "
                   "cores), else bf16_attention_decode (split over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq),

@@ -145,9 +145,11 @@ TEST(CudaMoeGrouped, GptOss120bSizesT2048) {
 TEST(CudaMoeGrouped, OddSmallSizes) {
   MX_REQUIRE_CUDA();
   // N tails (2F or D not a multiple of 128), an odd number of 32-blocks per row (F=96, 160),
-  // one token, K=8, tiles of 1..64 rows.
+  // one token, K=8, tiles of 1..64 rows; the last three (64 pairs per expert or more on average)
+  // take the 128-row tiles: full, partial and nearly empty ones.
   for (const Shape& s : {Shape{7, 64, 96, 5, 2}, Shape{1, 32, 32, 3, 3}, Shape{70, 160, 64, 8, 4},
-                         Shape{133, 96, 160, 6, 3}, Shape{45, 224, 288, 9, 8}}) {
+                         Shape{133, 96, 160, 6, 3}, Shape{45, 224, 288, 9, 8}, Shape{133, 96, 160, 2, 2},
+                         Shape{300, 64, 96, 3, 3}, Shape{260, 224, 288, 4, 1}}) {
     const Experts ex = make_experts(s, 2000 + s.D);
     const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2100 + s.T), 2200 + s.F);
     const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped), cpu = run_cpu(ex, in);
@@ -157,15 +159,16 @@ TEST(CudaMoeGrouped, OddSmallSizes) {
 }
 
 // E8M0 scales around and above 128 (2^1..2^5): lanes of one warp with and without the second
-// factor of the MXFP4 decode.
+// factor of the MXFP4 decode, with 64-row (T=60) and 128-row (T=150) tiles.
 TEST(CudaMoeGrouped, ScalesAbove128) {
   MX_REQUIRE_CUDA();
-  const Shape s{150, 128, 96, 4, 2};
-  const Experts ex = make_experts(s, 2500, /*host=*/true, /*scale_shift=*/10);
-  const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2510), 2520);
-  const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped), cpu = run_cpu(ex, in);
-  EXPECT_LT(nmse(gpu, cpu), kGroupedNmse);
-  EXPECT_GT(nmse(corrupted(gpu), cpu), kGroupedNmse);
+  for (const Shape& s : {Shape{60, 128, 96, 4, 2}, Shape{150, 128, 96, 4, 2}}) {
+    const Experts ex = make_experts(s, 2500, /*host=*/true, /*scale_shift=*/10);
+    const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2510), 2520);
+    const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped), cpu = run_cpu(ex, in);
+    EXPECT_LT(nmse(gpu, cpu), kGroupedNmse) << "T=" << s.T;
+    EXPECT_GT(nmse(corrupted(gpu), cpu), kGroupedNmse);
+  }
 }
 
 TEST(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {

@@ -11,17 +11,26 @@
 namespace mx::cuda::kern {
 namespace {
 
-constexpr int kBM = kGroupedTileM;  // rows (pairs) per tile
-constexpr int kBN = 128;            // output features per block
-constexpr int kBK = 64;             // reduction elements per stage: two MXFP4 blocks per weight row
-constexpr int kWarps = 4;           // each 64 rows x 32 features: 4 m16 x 4 n8 mma tiles
-constexpr int kThreads = kWarps * 32;
-constexpr int kStages = 4;          // cp.async ring of A and raw B stages
-// A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity; B stage:
-// kBN weight rows x the stage's 32 MXFP4 bytes (two chunks), as in the checkpoint.
-constexpr int kAChunks = kBM * 8, kBChunks = kBN * 2, kStageChunks = kAChunks + kBChunks;
+constexpr int kBN = 128;  // output features per block
+constexpr int kBK = 64;   // reduction elements per stage: two MXFP4 blocks per weight row
+constexpr int kStages = 4;  // cp.async ring of A and raw B stages
+constexpr int kBChunks = kBN * 2;  // B stage: kBN weight rows x the stage's 32 MXFP4 bytes, as in the checkpoint
 constexpr int kRouteThreads = 1024;
-static_assert(kBM == 64 && kBN == kWarps * 32 && kBK == 64, "loaders below assume these shapes");
+
+// The GEMM's two shapes: a warp owns all kBM = 16·kMT rows of the tile x 8·kNT columns (kMT m16 x
+// kNT n8 mma tiles), kBN / (8·kNT) warps per block. kMT = 4: 64-row tiles, 4 warps of 64 x 32, 3
+// blocks per SM; kMT = 8: 128-row tiles, 8 warps of 128 x 16, 2 blocks per SM (each weight decoded
+// once per 128 pairs instead of 64, twice the A reads from shared memory per mma).
+template <int kMT_>
+struct Shape {
+  static constexpr int kMT = kMT_, kBM = 16 * kMT, kNT = kMT == 4 ? 4 : 2;
+  static constexpr int kWarps = kBN / (8 * kNT), kThreads = 32 * kWarps, kMinBlocks = kMT == 4 ? 3 : 2;
+  // A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity.
+  static constexpr int kAChunks = kBM * 8, kStageChunks = kAChunks + kBChunks;
+  static constexpr int kALoads = kAChunks / kThreads, kBLoads = kBChunks / kThreads;  // per thread and stage
+  static_assert((kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
+};
+static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128, "the GEMM shapes below");
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
@@ -81,15 +90,15 @@ __global__ void __launch_bounds__(kRouteThreads) bf16_mxfp4w_moe_grouped_route(M
       base[e] = pos;
       first_tile[e] = tile;
       pos += count[e];
-      tile += (count[e] + kBM - 1) / kBM;
+      tile += (count[e] + p.tile_m - 1) / p.tile_m;
     }
     *p.num_tiles = tile;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < p.E; e += blockDim.x) {
     const int n = count[e];
-    for (int m = 0; m * kBM < n; ++m)
-      p.tiles[first_tile[e] + m] = make_int4(e, base[e] + m * kBM, min(kBM, n - m * kBM), 0);
+    for (int m = 0; m * p.tile_m < n; ++m)
+      p.tiles[first_tile[e] + m] = make_int4(e, base[e] + m * p.tile_m, min(p.tile_m, n - m * p.tile_m), 0);
     count[e] = 0;  // now the placement cursor
   }
   __syncthreads();
@@ -105,16 +114,17 @@ __global__ void __launch_bounds__(kRouteThreads) bf16_mxfp4w_moe_grouped_route(M
 }
 
 // ---- grouped GEMM ----------------------------------------------------------------------------
-// Block (n-tile, pair tile): out rows = the tile's pairs, out columns n0..n0+127 of the expert's
-// matrix (gate_up: 2F interleaved gate/up rows; down: D rows). Per 64-wide k stage, A rows are
-// gathered (gate_up: x of each pair's token; down: act in sorted order) and the 128 weight rows'
-// raw MXFP4 bytes copied, both by cp.async into a kStages ring. Warp w owns all 64 rows x columns
-// 32w..32w+31, so each weight is decoded once per block, straight into mma B fragments: lane
-// (g = lane/4, c = lane%4) reads bytes 8c..8c+7 of its rows' stage (k 16c..16c+15). The mma's k
-// order is permuted to match: fragment k (2c + e, 2c + 8 + e) of step t is k 16c + 4t + (e, 2 + e),
-// so the lane's A values of steps 2h, 2h+1 are one 16-byte chunk (2c + h) of its row.
-template <bool kGateUp>
-__global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeGroupedParams p) {
+// Block (n-tile, pair tile): out rows = the tile's pairs (up to L::kBM), out columns n0..n0+127 of
+// the expert's matrix (gate_up: 2F interleaved gate/up rows; down: D rows). Per 64-wide k stage, A
+// rows are gathered (gate_up: x of each pair's token; down: act in sorted order) and the 128 weight
+// rows' raw MXFP4 bytes copied, both by cp.async into a kStages ring. Warp w owns all the tile's
+// rows x columns 8·kNT·w.., so each weight is decoded once per tile, straight into mma B fragments: lane (g = lane/4, c = lane%4) reads bytes 8c..8c+7 of its rows' stage (k
+// 16c..16c+15). The mma's k order is permuted to match: fragment k (2c + e, 2c + 8 + e) of step t
+// is k 16c + 4t + (e, 2 + e), so the lane's A values of steps 2h, 2h+1 are one 16-byte chunk
+// (2c + h) of its row.
+template <bool kGateUp, typename L>
+__global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_grouped_gemm(MoeGroupedParams p) {
+  constexpr int kMT = L::kMT, kNT = L::kNT, kWarpCols = 8 * kNT;
   if (int(blockIdx.y) >= *p.num_tiles) return;
   const int4 tile = p.tiles[blockIdx.y];
   const int e = tile.x, row0 = tile.y, rows = tile.z;
@@ -128,15 +138,15 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
   extern __shared__ uint4 smem[];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
 
-  // Loaders. A: chunk tid % 8 of rows tid/8 + 16i (i < 4); B: chunk tid % 2 of weight rows
-  // tid/2 + 64i (i < 2).
+  // Loaders. A: chunk tid % 8 of rows tid/8 + (threads/8)·i; B: chunk tid % 2 of weight rows
+  // tid/2 + (threads/2)·i.
   const int a_chunk = tid % 8, b_half = tid % 2;
-  const __nv_bfloat16* a_src[4];
-  int a_dst[4];
-  bool a_ok[4];
+  const __nv_bfloat16* a_src[L::kALoads];
+  int a_dst[L::kALoads];
+  bool a_ok[L::kALoads];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = tid / 8 + 16 * i;
+  for (int i = 0; i < L::kALoads; ++i) {
+    const int r = tid / 8 + (L::kThreads / 8) * i;
     a_ok[i] = r < rows;
     a_dst[i] = r * 8 + (a_chunk ^ (r & 1));
     const int rr = a_ok[i] ? r : 0;
@@ -146,69 +156,71 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
       a_src[i] = static_cast<const __nv_bfloat16*>(p.act) + int64_t(row0 + rr) * p.F;
     }
   }
-  int b_row[2];  // weight row offsets in 16-byte blocks (N·G < 2^31: checked by the launcher), -1 past N
+  int b_row[L::kBLoads];  // weight row offsets in 16-byte blocks (N·G < 2^31: checked by the launcher), -1 past N
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int n = n0 + tid / 2 + 64 * i;
+  for (int i = 0; i < L::kBLoads; ++i) {
+    const int n = n0 + tid / 2 + (L::kThreads / 2) * i;
     b_row[i] = n < N ? n * G : -1;
   }
   auto load_stage = [&](int kt) {
-    uint4* st = smem + (kt % kStages) * kStageChunks;
+    uint4* st = smem + (kt % kStages) * L::kStageChunks;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < L::kALoads; ++i) {  // zeros past the tile's rows and past Kd
       const int col = kt * kBK + a_chunk * 8;
       const bool ok = a_ok[i] && col < Kd;
       dev::cp_async16(st + a_dst[i], ok ? a_src[i] + col : a_src[i], ok);
     }
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < L::kBLoads; ++i) {
       const int blk = 2 * kt + b_half;
       const bool ok = b_row[i] >= 0 && blk < G;
-      dev::cp_async16(st + kAChunks + (tid / 2 + 64 * i) * 2 + b_half, wblocks + (ok ? b_row[i] + blk : 0), ok);
+      dev::cp_async16(st + L::kAChunks + tid + L::kThreads * i, wblocks + (ok ? b_row[i] + blk : 0), ok);
     }
   };
-  // The lane's scales: rows 32·warp + 8·ni + g, block 2kt + c/2 of stage kt (127 past the rows or
+  // The lane's scales: rows kWarpCols·warp + 8·ni + g, block 2kt + c/2 of stage kt (127 past the rows or
   // blocks: the zero-filled bytes decode to 0), loaded two stages ahead.
-  int s_row[4];  // offsets of the lane's scales (block c/2), -1 past N
+  int s_row[kNT];  // offsets of the lane's scales (block c/2), -1 past N
 #pragma unroll
-  for (int ni = 0; ni < 4; ++ni) {
-    const int n = n0 + 32 * warp + 8 * ni + g;
+  for (int ni = 0; ni < kNT; ++ni) {
+    const int n = n0 + kWarpCols * warp + 8 * ni + g;
     s_row[ni] = n < N ? n * G + c / 2 : -1;
   }
-  auto load_scales = [&](int kt, uint32_t (&sc)[4]) {
+  auto load_scales = [&](int kt, uint32_t (&sc)[kNT]) {
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
+    for (int ni = 0; ni < kNT; ++ni)
       sc[ni] = s_row[ni] >= 0 && 2 * kt + c / 2 < G ? uint32_t(__ldg(wscales + s_row[ni] + 2 * kt)) : 127u;
   };
 
-  const bool mf_ok[4] = {0 < rows, 16 < rows, 32 < rows, 48 < rows};  // warp-uniform: skip empty m16 tiles
-  float acc[4][4][4] = {};
-  auto compute = [&](int kt, const uint32_t (&sc)[4]) {
-    const uint4* st = smem + (kt % kStages) * kStageChunks;
-    const uint2* bs = reinterpret_cast<const uint2*>(st + kAChunks);
-    uint2 braw[4];
+  float acc[kMT][kNT][4] = {};
+  auto compute = [&](int kt, const uint32_t (&sc)[kNT]) {
+    const uint4* st = smem + (kt % kStages) * L::kStageChunks;
+    const uint2* bs = reinterpret_cast<const uint2*>(st + L::kAChunks);
+    uint2 braw[kNT];
+    uint32_t m1[kNT];
+    bool big = false;
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) braw[ni] = bs[(32 * warp + 8 * ni + g) * 4 + c];
-    uint32_t m1[4];
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni) m1[ni] = mxfp4_factor1(sc[ni]);
-    const bool big = __any_sync(0xffffffffu, max(max(sc[0], sc[1]), max(sc[2], sc[3])) > 128);
+    for (int ni = 0; ni < kNT; ++ni) {
+      braw[ni] = bs[(kWarpCols * warp + 8 * ni + g) * 4 + c];
+      m1[ni] = mxfp4_factor1(sc[ni]);
+      big = big || sc[ni] > 128;
+    }
+    big = __any_sync(0xffffffffu, big);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // k steps 2h, 2h+1: the lane's A chunk 2c + h, B word h
-      uint32_t b[4][4];
+      uint32_t b[kNT][4];
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) decode_word_bf16(h ? braw[ni].y : braw[ni].x, m1[ni], b[ni]);
+      for (int ni = 0; ni < kNT; ++ni) decode_word_bf16(h ? braw[ni].y : braw[ni].x, m1[ni], b[ni]);
       if (big)
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) fix_big(mxfp4_factor2(sc[ni]), b[ni]);
+        for (int ni = 0; ni < kNT; ++ni) fix_big(mxfp4_factor2(sc[ni]), b[ni]);
 #pragma unroll
-      for (int mi = 0; mi < 4; ++mi) {
-        if (!mf_ok[mi]) continue;
+      for (int mi = 0; mi < kMT; ++mi) {
+        if (16 * mi >= rows) break;  // warp-uniform: m16 tiles past the tile's rows
         const int r = 16 * mi + g;  // rows r and r + 8 have the same parity
         const uint4 lo = st[r * 8 + ((2 * c + h) ^ (r & 1))], hi = st[(r + 8) * 8 + ((2 * c + h) ^ (r & 1))];
         const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};  // steps 2h, 2h+1
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) {
+        for (int ni = 0; ni < kNT; ++ni) {
           dev::mma_bf16_16816(acc[mi][ni], a0, b[ni][0], b[ni][1]);
           dev::mma_bf16_16816(acc[mi][ni], a1, b[ni][2], b[ni][3]);
         }
@@ -216,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
     }
   };
 
-  uint32_t sc_cur[4], sc_next[4];
+  uint32_t sc_cur[kNT], sc_next[kNT];
   load_scales(0, sc_cur);
   load_scales(1, sc_next);
 #pragma unroll
@@ -229,9 +241,9 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
     __syncthreads();                    // ... for all; the slot read at kt - 1 is free
     if (kt + kStages - 1 < KT) load_stage(kt + kStages - 1);
     dev::cp_async_commit();
-    uint32_t sc[4];
+    uint32_t sc[kNT];
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) sc[ni] = sc_cur[ni], sc_cur[ni] = sc_next[ni];
+    for (int ni = 0; ni < kNT; ++ni) sc[ni] = sc_cur[ni], sc_cur[ni] = sc_next[ni];
     load_scales(kt + 2, sc_next);
     compute(kt, sc);
   }
@@ -239,15 +251,15 @@ __global__ void __launch_bounds__(kThreads, 3) bf16_mxfp4w_moe_grouped_gemm(MoeG
   // Epilogue: fragment (mi, ni) holds rows g, g+8 and columns 2c, 2c+1 of its 16x8 tile; the
   // column pair is (gate 2j, up 2j+1) in gate_up.
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
+  for (int mi = 0; mi < kMT; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = mi * 16 + half * 8 + g;
       if (r >= rows) continue;
       const int64_t pos = row0 + r;
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const int n = n0 + warp * 32 + ni * 8 + 2 * c;
+      for (int ni = 0; ni < kNT; ++ni) {
+        const int n = n0 + warp * kWarpCols + ni * 8 + 2 * c;
         if (n >= N) continue;
         const float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
         if constexpr (kGateUp) {
@@ -303,32 +315,43 @@ __global__ void bf16_mxfp4w_moe_grouped_finalize(MoeGroupedParams p) {
 
 }  // namespace
 
-int moe_grouped_max_tiles(int64_t T, int K, int E) {
+int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m) {
   const int64_t P = T * K;
-  return int((P + kBM - 1) / kBM + (P < E ? P : E));
+  return int((P + tile_m - 1) / tile_m + (P < E ? P : E));
 }
 
-size_t moe_grouped_smem_bytes() { return size_t(kStages) * kStageChunks * sizeof(uint4); }
+size_t moe_grouped_smem_bytes(int tile_m) {
+  return size_t(kStages) * (tile_m == kGroupedTallTileM ? Shape<8>::kStageChunks : Shape<4>::kStageChunks) *
+         sizeof(uint4);
+}
+
+namespace {
+template <typename L>
+cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
+  const int smem = int(size_t(kStages) * L::kStageChunks * sizeof(uint4));
+  cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<true, L>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err == cudaSuccess)
+    err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<false, L>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid_gu(unsigned((2 * p.F + kBN - 1) / kBN), unsigned(p.max_tiles));
+  bf16_mxfp4w_moe_grouped_gemm<true, L><<<grid_gu, L::kThreads, smem, s>>>(p);
+  const dim3 grid_dn(unsigned((p.D + kBN - 1) / kBN), unsigned(p.max_tiles));
+  bf16_mxfp4w_moe_grouped_gemm<false, L><<<grid_dn, L::kThreads, smem, s>>>(p);
+  return cudaGetLastError();
+}
+}  // namespace
 
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
+  const bool tile_ok = p.tile_m == kGroupedTileM || (!p.fp8 && p.tile_m == kGroupedTallTileM);
+  if (!tile_ok) return cudaErrorInvalidValue;
   bf16_mxfp4w_moe_grouped_route<<<1, kRouteThreads, 0, s>>>(p);
-  if (p.fp8) {
-    const cudaError_t err = run_e4m3_mxfp4w_moe_grouped_gemms(p, s);
-    if (err != cudaSuccess) return err;
-  } else {
-    const int smem = int(moe_grouped_smem_bytes());
-    cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 smem);
-    if (err != cudaSuccess) return err;
-    const dim3 grid_gu(unsigned((2 * p.F + kBN - 1) / kBN), unsigned(p.max_tiles));
-    bf16_mxfp4w_moe_grouped_gemm<true><<<grid_gu, kThreads, smem, s>>>(p);
-    const dim3 grid_dn(unsigned((p.D + kBN - 1) / kBN), unsigned(p.max_tiles));
-    bf16_mxfp4w_moe_grouped_gemm<false><<<grid_dn, kThreads, smem, s>>>(p);
-  }
+  const cudaError_t err = p.fp8                              ? run_e4m3_mxfp4w_moe_grouped_gemms(p, s)
+                          : p.tile_m == kGroupedTallTileM ? launch_gemms<Shape<8>>(p, s)
+                                                             : launch_gemms<Shape<4>>(p, s);
+  if (err != cudaSuccess) return err;
   const int threads = (p.D / 8 + 31) / 32 * 32;
   bf16_mxfp4w_moe_grouped_finalize<<<unsigned(p.T), threads < 512 ? threads : 512, 0, s>>>(p);
   return cudaGetLastError();

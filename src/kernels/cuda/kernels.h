@@ -188,7 +188,10 @@ float moe_gemv_act_scale(float limit, float alpha);  // needs limit >= 0 finite,
 // GEMM (+ bias) -> finalize (per token, the K weighted rows in slot order into the residual).
 namespace mx::cuda::kern {
 
-inline constexpr int kGroupedTileM = 64;  // (token, slot) rows per GEMM tile, all of one expert
+// (token, slot) rows per GEMM tile, all of one expert: kGroupedTileM, or kGroupedTallTileM (BF16
+// GEMMs where the experts average 64 pairs or more: launch_moe_grouped.cpp).
+inline constexpr int kGroupedTileM = 64;
+inline constexpr int kGroupedTallTileM = 128;
 inline constexpr int kGroupedMaxExperts = 1024;
 struct MoeGroupedParams {
   const void* x;             // (T, D) bf16
@@ -215,11 +218,12 @@ struct MoeGroupedParams {
   uint8_t* act_scales;  // (P, F/32) e8m0
   int64_t T;
   int D, F, E, K, max_tiles;
+  int tile_m;  // rows per tile: kGroupedTileM, or kGroupedTallTileM (BF16 only)
   float limit, alpha;
   bool fp8;
 };
-int moe_grouped_max_tiles(int64_t T, int K, int E);  // bound on the tile count
-size_t moe_grouped_smem_bytes();                     // dynamic shared memory of the BF16 GEMM kernels
+int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m);  // bound on the tile count
+size_t moe_grouped_smem_bytes(int tile_m);           // dynamic shared memory of the BF16 GEMM kernels
 size_t moe_grouped_e4m3_smem_bytes();                // and of the FP8 ones
 // route -> BF16 gather-GEMMs, or (fp8) expand+quantize -> FP8 GEMMs -> finalize.
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s);

@@ -6,6 +6,11 @@ namespace mx::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
+// BF16 GEMM tiles of 128 pairs (each weight decoded once per 128 pairs, twice the A reads per mma)
+// from this many pairs per expert on average, else 64. H100, one 120b layer (grouped path total):
+// T = 2048 (64 pairs per expert) 2550 us with 64-pair tiles, 2490 with 128; T = 512 (16 per
+// expert) 1340 and 1567 us (PERFORMANCE.md "MoE prefill: weights decoded into the mma fragments").
+constexpr int64_t kTallTileMinPairsPerExpert = 64;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
@@ -28,7 +33,9 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(aligned16(a.x.data) && aligned16(a.residual.data) && aligned16(a.w.gate_up_blocks.data) &&
                aligned16(a.w.down_blocks.data),
            "bf16_mxfp4w_moe_grouped: x, residual and the expert blocks must be 16-byte aligned");
-  const size_t smem = fp8 ? kern::moe_grouped_e4m3_smem_bytes() : kern::moe_grouped_smem_bytes();
+  const int tile_m =
+      !fp8 && T * K >= kTallTileMinPairsPerExpert * E ? kern::kGroupedTallTileM : kern::kGroupedTileM;
+  const size_t smem = fp8 ? kern::moe_grouped_e4m3_smem_bytes() : kern::moe_grouped_smem_bytes(tile_m);
   MX_CHECK(smem <= max_smem_per_block(), "bf16_mxfp4w_moe_grouped: needs {} bytes of shared memory, device has {}",
            smem, max_smem_per_block());
   MX_CHECK(!fp8 || compute_capability() >= 89,
@@ -37,7 +44,7 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(int64_t(2) * F * (D / 32) < (int64_t(1) << 31) && int64_t(D) * (F / 32) < (int64_t(1) << 31),
            "bf16_mxfp4w_moe_grouped: an expert's {} x {} weights exceed 2^31 MXFP4 blocks", 2 * F, D);
   MX_CHECK(T * K < (int64_t(1) << 30), "bf16_mxfp4w_moe_grouped: {} tokens x {} is too many pairs", T, K);
-  const int max_tiles = kern::moe_grouped_max_tiles(T, K, E);
+  const int max_tiles = kern::moe_grouped_max_tiles(T, K, E, tile_m);
   MX_CHECK(max_tiles <= 65535, "bf16_mxfp4w_moe_grouped: {} tiles exceed the grid limit (T={})", max_tiles, T);
   if (T == 0) return ok_status();
 
@@ -63,7 +70,8 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
       .xs = fp8 ? reinterpret_cast<uint8_t*>(w + off_xs) : nullptr,
       .actq = fp8 ? reinterpret_cast<uint8_t*>(w + off_act) : nullptr,
       .act_scales = fp8 ? reinterpret_cast<uint8_t*>(w + off_act + P * size_t(F)) : nullptr, .T = T, .D = D, .F = F,
-      .E = E, .K = K, .max_tiles = max_tiles, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha, .fp8 = fp8};
+      .E = E, .K = K, .max_tiles = max_tiles, .tile_m = tile_m, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha,
+      .fp8 = fp8};
   return kernel_status("bf16_mxfp4w_moe_grouped", kern::run_bf16_mxfp4w_moe_grouped(p, stream()));
 }
 
