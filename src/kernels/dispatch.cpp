@@ -40,12 +40,12 @@ constexpr int64_t kLinearGemvMaxTokens = 2;
 // DISABLED_ThresholdSweep test of tests/kernels/cuda_router_test.cpp (docs/PERFORMANCE.md).
 constexpr int64_t kMoeRouterFusedMaxTokens = 8;
 // Tokens above which the MoE sorts the (token, slot) pairs by expert and runs grouped GEMMs (each
-// expert's weights read once per 64 pairs) instead of the per-(token, slot) GEMVs. Measured on the
-// H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test of
-// tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md, "MoE GEMV on the tensor cores"),
-// route + both kernels per call: GEMVs 1054 us at T=64, 1308 at T=80, 2101 at T=128; grouped 1512,
-// 1610 and 1701 us; linear in between, they cross near T=100.
-constexpr int64_t kMoeGroupedMinTokens = 96;
+// expert's weights read once per tile of pairs) instead of the per-(token, slot) GEMVs. Measured on
+// the H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test of
+// tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md, "MoE prefill: weights decoded into
+// the mma fragments"), route + both kernels per call: GEMVs 999 us at T=64, 1224 at T=80, 1906 at
+// T=128; grouped 1015, 1071 and 1169 us: they cross between T=64 and T=80.
+constexpr int64_t kMoeGroupedMinTokens = 64;
 // Tokens per sequence of the call (T / block-table rows) from which attention runs the tiled
 // prefill kernel (one block per query tile of 16 tokens x 8 q heads of one sequence, each K/V tile
 // shared by all of them, tensor cores) instead of the split-K decode kernel (each token re-reads
@@ -432,11 +432,12 @@ std::vector<std::string> dispatch_summary(Device device) {
                   "kernel), else rmsnorm -> linear -> router_topk",
                   kMoeRouterFusedMaxTokens),
       fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else {} (device routing + "
-                  "grouped MXFP4 GEMM, {} activations)",
+                  "grouped MXFP4 GEMM, {})",
                   kMoeGroupedMinTokens,
                   g_moe_activation == MoeActivation::FP8 ? "expand + e4m3_mxfp4w_moe_grouped" : "bf16_mxfp4w_moe_grouped",
-                  g_moe_activation == MoeActivation::FP8 ? "FP8 E4M3 (per-32 E8M0 scales), 64-pair tiles"
-                                                         : "BF16, 128-pair tiles from 64 pairs per expert, else 64"),
+                  g_moe_activation == MoeActivation::FP8
+                      ? "FP8 E4M3 activations with per-32 E8M0 scales, 64-pair tiles"
+                      : "BF16 activations, 128-pair tiles from 64 pairs per expert on average, else 64"),
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> bf16_attention_prefill (tiled, tensor "
                   "cores), else bf16_attention_decode (split over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq),
