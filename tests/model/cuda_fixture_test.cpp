@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/model.h"
@@ -59,6 +61,25 @@ TEST(CudaFixture, Gqa8MatchesTransformers) {
   }
 }
 
+// The tiny-gqa8 model on both devices and a 160-token prompt (longer than the fixtures' prompts).
+struct LongPrompt {
+  std::unique_ptr<Model> gpu, cpu;
+  size_t V = 0;
+  std::vector<int32_t> prompt;
+};
+LongPrompt long_prompt() {
+  const auto dir = test::fixtures_dir() / "models" / "tiny-gqa8";
+  auto gpu = Model::load(dir.string(), Device::CUDA, ShowProgress::No);
+  auto cpu = Model::load(dir.string(), Device::CPU, ShowProgress::No);
+  EXPECT_TRUE(gpu.ok() && cpu.ok());
+  if (!gpu.ok() || !cpu.ok()) return {};
+  LongPrompt lp{.gpu = std::move(*gpu), .cpu = std::move(*cpu)};
+  lp.V = size_t(lp.cpu->config.vocab_size);
+  lp.prompt.resize(160);
+  for (size_t i = 0; i < lp.prompt.size(); ++i) lp.prompt[i] = int32_t((i * 7919 + 13) % lp.V);
+  return lp;
+}
+
 // Prompts longer than the fixtures' (which stay below the prefill-attention threshold): the CUDA
 // forward against the CPU forward (itself checked against transformers above) on a 160-token
 // prompt, so the whole model runs the tiled prefill attention (one 160-token call), and in 64-token
@@ -67,19 +88,16 @@ TEST(CudaFixture, Gqa8MatchesTransformers) {
 // 6 of 160 positions above 1e-3, at most 0.046); a wrong attention kernel moves every position.
 TEST(CudaFixture, LongPromptMatchesCpuForward) {
   if (!ops::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const auto dir = test::fixtures_dir() / "models" / "tiny-gqa8";
-  auto gpu = Model::load(dir.string(), Device::CUDA, ShowProgress::No);
-  auto cpu = Model::load(dir.string(), Device::CPU, ShowProgress::No);
-  ASSERT_TRUE(gpu.ok() && cpu.ok());
-  const size_t V = size_t((*cpu)->config.vocab_size);
-  std::vector<int32_t> prompt(160);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % V);
+  const LongPrompt lp = long_prompt();
+  ASSERT_TRUE(lp.gpu && lp.cpu);
+  const size_t V = lp.V;
+  const std::vector<int32_t>& prompt = lp.prompt;
   GenerateOptions opt;
   opt.max_tokens = 4;
   opt.keep_logits = true;
   opt.prompt_logits = PromptLogits::All;  // one prefill call of all 160 tokens
-  auto want = generate(**cpu, prompt, opt);
-  auto got = generate(**gpu, prompt, opt);
+  auto want = generate(*lp.cpu, prompt, opt);
+  auto got = generate(*lp.gpu, prompt, opt);
   ASSERT_TRUE(want.ok() && got.ok());
   ASSERT_EQ(got->all_prompt_logits.size(), want->all_prompt_logits.size());
   int off = 0;
@@ -95,7 +113,7 @@ TEST(CudaFixture, LongPromptMatchesCpuForward) {
   // 64-token chunks: the logits of the last prompt position (the first step) and the first token.
   opt.prompt_logits = PromptLogits::LastOnly;
   opt.prefill_chunk = 64;
-  auto chunked = generate(**gpu, prompt, opt);
+  auto chunked = generate(*lp.gpu, prompt, opt);
   ASSERT_TRUE(chunked.ok());
   EXPECT_LE(test::nmse(std::span<const float>(chunked->logits.data(), V), std::span<const float>(want->logits.data(), V)),
             kLogitNmse);
@@ -107,22 +125,19 @@ TEST(CudaFixture, LongPromptMatchesCpuForward) {
 // Bounded loosely (a broken FP8 kernel reads NMSE ~1 at every position).
 TEST(CudaFixture, LongPromptFp8MoeAccuracy) {
   if (!ops::cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const auto dir = test::fixtures_dir() / "models" / "tiny-gqa8";
-  auto gpu = Model::load(dir.string(), Device::CUDA, ShowProgress::No);
-  auto cpu = Model::load(dir.string(), Device::CPU, ShowProgress::No);
-  ASSERT_TRUE(gpu.ok() && cpu.ok());
-  const size_t V = size_t((*cpu)->config.vocab_size);
-  std::vector<int32_t> prompt(160);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % V);
+  const LongPrompt lp = long_prompt();
+  ASSERT_TRUE(lp.gpu && lp.cpu);
+  const size_t V = lp.V;
+  const std::vector<int32_t>& prompt = lp.prompt;
   GenerateOptions opt;
   opt.max_tokens = 1;
   opt.keep_logits = true;
   opt.prompt_logits = PromptLogits::All;
-  auto want = generate(**cpu, prompt, opt);
+  auto want = generate(*lp.cpu, prompt, opt);
   ASSERT_TRUE(want.ok());
   for (const auto mode : {ops::MoeActivation::BF16, ops::MoeActivation::FP8}) {
     ops::set_moe_activation(mode);
-    auto got = generate(**gpu, prompt, opt);
+    auto got = generate(*lp.gpu, prompt, opt);
     ops::set_moe_activation(ops::MoeActivation::BF16);
     ASSERT_TRUE(got.ok());
     std::vector<double> e(prompt.size());
