@@ -1,9 +1,9 @@
 // bf16_mxfp4w_moe_grouped: the MoE experts for many tokens (prefill), no host synchronisation.
 // A one-block counting sort groups the T·K (token, slot) pairs by expert and lists GEMM tiles of
-// up to 64 pairs of one expert; two grouped GEMMs (BF16 mma.sync, FP32 accumulate) read each
-// MXFP4 weight tile once per tile of pairs and decode it in registers straight into the mma B
-// fragments; gate_up fuses bias + clamped SwiGLU, down fuses bias; finalize sums each token's K rows in slot order into
-// the residual. Runs on sm_80 and later (cp.async, ldmatrix, mma.sync m16n8k16). The FP8
+// up to 64 or 128 pairs of one expert; two grouped GEMMs (BF16 mma.sync, FP32 accumulate) read
+// each MXFP4 weight tile once per tile of pairs and decode it in registers straight into the mma
+// B fragments; gate_up fuses bias + clamped SwiGLU, down fuses bias; finalize sums each token's K
+// rows in slot order into the residual. Runs on sm_80 and later (cp.async, mma.sync m16n8k16). The FP8
 // activation mode (expand + quantize, FP8 GEMMs) is e4m3_mxfp4w_moe_grouped.cu, between the same
 // routing and finalize.
 #include "kernels/cuda/cuda_common.cuh"
@@ -11,10 +11,10 @@
 namespace mx::cuda::kern {
 namespace {
 
-constexpr int kBN = 128;  // output features per block
-constexpr int kBK = 64;   // reduction elements per stage: two MXFP4 blocks per weight row
-constexpr int kStages = 4;  // cp.async ring of A and raw B stages
-constexpr int kBChunks = kBN * 2;  // B stage: kBN weight rows x the stage's 32 MXFP4 bytes, as in the checkpoint
+constexpr int kBN = 128;           // output features per block
+constexpr int kBK = 64;            // reduction elements per stage: two MXFP4 blocks per weight row
+constexpr int kStages = 4;         // cp.async ring of A and raw B stages
+constexpr int kBChunks = kBN * 2;  // B stage: kBN weight rows x their 32 MXFP4 bytes of the stage
 constexpr int kRouteThreads = 1024;
 
 // The GEMM's two shapes: a warp owns all kBM = 16·kMT rows of the tile x 8·kNT columns (kMT m16 x
@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(kRouteThreads) bf16_mxfp4w_moe_grouped_route(M
 // the expert's matrix (gate_up: 2F interleaved gate/up rows; down: D rows). Per 64-wide k stage, A
 // rows are gathered (gate_up: x of each pair's token; down: act in sorted order) and the 128 weight
 // rows' raw MXFP4 bytes copied, both by cp.async into a kStages ring. Warp w owns all the tile's
-// rows x columns 8·kNT·w.., so each weight is decoded once per tile, straight into mma B fragments: lane (g = lane/4, c = lane%4) reads bytes 8c..8c+7 of its rows' stage (k
+// rows x columns 8·kNT·w.., so each weight is decoded once per tile, straight into mma B
+// fragments: lane (g = lane/4, c = lane%4) reads bytes 8c..8c+7 of its rows' stage (k
 // 16c..16c+15). The mma's k order is permuted to match: fragment k (2c + e, 2c + 8 + e) of step t
 // is k 16c + 4t + (e, 2 + e), so the lane's A values of steps 2h, 2h+1 are one 16-byte chunk
 // (2c + h) of its row.
