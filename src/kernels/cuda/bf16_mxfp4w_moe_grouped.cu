@@ -28,6 +28,7 @@ struct Shape {
   // A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity.
   static constexpr int kAChunks = kBM * 8, kStageChunks = kAChunks + kBChunks;
   static constexpr int kALoads = kAChunks / kThreads, kBLoads = kBChunks / kThreads;  // per thread and stage
+  static constexpr int kSmemBytes = kStages * kStageChunks * int(sizeof(uint4));  // the ring
   static_assert((kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
 };
 static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128, "the GEMM shapes below");
@@ -322,14 +323,13 @@ int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m) {
 }
 
 size_t moe_grouped_smem_bytes(int tile_m) {
-  return size_t(kStages) * (tile_m == kGroupedTallTileM ? Shape<8>::kStageChunks : Shape<4>::kStageChunks) *
-         sizeof(uint4);
+  return size_t(tile_m == kGroupedTallTileM ? Shape<8>::kSmemBytes : Shape<4>::kSmemBytes);
 }
 
 namespace {
 template <typename L>
 cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
-  const int smem = int(size_t(kStages) * L::kStageChunks * sizeof(uint4));
+  constexpr int smem = L::kSmemBytes;
   cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<true, L>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err == cudaSuccess)
