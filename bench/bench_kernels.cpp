@@ -1,8 +1,8 @@
 // bench_kernels: times the batch-1 decode kernels (MoE MXFP4 GEMV, dense GEMV, attention decode)
 // as CUDA-graph replays over weights rotated past L2, and prints achieved GB/s against the
-// device-to-device copy bandwidth measured first; then the prefill attention kernel (TFLOP/s) and
-// both attention kernels at small T (the dispatch threshold). Usage: bench_kernels [attention]
-// (`attention`: the decode-attention rows only).
+// device-to-device copy bandwidth measured first; then the prefill attention kernels (TFLOP/s) and
+// both attention paths at small T (the dispatch threshold). Usage: bench_kernels [attention|prefill]
+// (`attention`: the decode-attention rows only; `prefill`: the prefill attention rows only).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -170,7 +170,8 @@ void bench_attention(int depth, int window) {
 
 // gpt-oss attention (64 q / 8 kv heads, Dh 64) of one sequence's tokens depth..depth+T-1 over a
 // cache holding them, by one CUDA entry point; returns microseconds per call.
-double time_attention_chunk(int T, int depth, int window, Status (*fn)(const ops::AttentionArgs&), int reps) {
+double time_attention_chunk(int T, int depth, int window, const std::function<Status(const ops::AttentionArgs&)>& fn,
+                            int reps) {
   const int H = 64, Hkv = 8, Dh = 64, B = 16;
   const int64_t blocks = (depth + T + B - 1) / B, width = (H + 2 * Hkv) * Dh;
   const ops::KvLayer cache{.k = random_tensor(DType::BF16, {blocks, B, Hkv, Dh}, 70),
@@ -200,14 +201,18 @@ double attention_flops(int T, int depth, int window) {
 
 void bench_attention_prefill() {
   std::printf("\n| attention, 64/8 heads, Dh 64 | us/call | GFLOP | TFLOP/s |\n|---|---|---|---|\n");
-  for (int depth : {0, 32768})
-    for (int window : {0, 128}) {
-      const double us = time_attention_chunk(2048, depth, window, cuda::attention_prefill, depth ? 5 : 20);
-      const double f = attention_flops(2048, depth, window);
-      std::printf("| prefill T=2048 d%d %s | %9.1f | %7.2f | %6.1f |\n", depth, window ? "window 128" : "full",
-                  us, f / 1e9, f / us / 1e6);
-    }
-  const double us = time_attention_chunk(2048, 0, 0, cuda::attention_decode, 3);
+  std::vector<std::pair<const char*, cuda::PrefillKernel>> kernels{{"mma.sync", cuda::PrefillKernel::kMmaSync}};
+  if (cuda::attention_prefill_wgmma_available()) kernels.emplace_back("wgmma", cuda::PrefillKernel::kWgmma);
+  for (const auto& [kname, kernel] : kernels)
+    for (int depth : {0, 32768})
+      for (int window : {0, 128}) {
+        const auto fn = [kernel](const ops::AttentionArgs& a) { return cuda::attention_prefill(a, kernel); };
+        const double us = time_attention_chunk(2048, depth, window, fn, depth ? 5 : 20);
+        const double f = attention_flops(2048, depth, window);
+        std::printf("| prefill (%s) T=2048 d%d %s | %9.1f | %7.2f | %6.1f |\n", kname, depth,
+                    window ? "window 128" : "full", us, f / 1e9, f / us / 1e6);
+      }
+  const double us = time_attention_chunk(2048, 0, 0, cuda::attention_decode, 3);  // the kernel prefill replaced
   std::printf("| decode kernel T=2048 d0 full | %9.1f | %7.2f | %6.1f |\n", us, attention_flops(2048, 0, 0) / 1e9,
               attention_flops(2048, 0, 0) / us / 1e6);
   // kAttentionPrefillMinTokensPerSeq (dispatch.cpp): both kernels at small T on a 4096-token prefix.
@@ -216,7 +221,9 @@ void bench_attention_prefill() {
   for (int T : {2, 4, 8, 12, 16, 24, 32, 64, 96, 128}) {
     double r[4];
     for (int i = 0; i < 4; ++i)
-      r[i] = time_attention_chunk(T, 4096, i < 2 ? 0 : 128, i % 2 ? cuda::attention_prefill : cuda::attention_decode, 50);
+      r[i] = time_attention_chunk(T, 4096, i < 2 ? 0 : 128, [i](const ops::AttentionArgs& a) {
+        return i % 2 ? cuda::attention_prefill(a) : cuda::attention_decode(a);
+      }, 50);
     std::printf("| T=%d | %8.1f | %8.1f | %8.1f | %8.1f |\n", T, r[0], r[1], r[2], r[3]);
   }
 }
@@ -225,6 +232,7 @@ void bench_attention_prefill() {
 
 int main(int argc, char** argv) {
   const bool attention_only = argc > 1 && std::string(argv[1]) == "attention";
+  const bool prefill_only = argc > 1 && std::string(argv[1]) == "prefill";
   if (!ops::cuda_available()) {
     std::printf("bench_kernels: no CUDA device\n");
     return 0;
@@ -233,6 +241,10 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   bench_copy();
   std::printf("device: %s, copy bandwidth (read+write): %.0f GB/s\n\n", prop.name, g_copy_gbs);
+  if (prefill_only) {
+    bench_attention_prefill();
+    return 0;
+  }
   std::printf("| kernel (batch 1) | us/call | MB/call | GB/s | of copy |\n|---|---|---|---|---|\n");
   if (!attention_only) {
     bench_moe();

@@ -420,6 +420,15 @@ Status add_i32(const AddI32Args& a) {
   return route("add_i32", dev, a, cpu::add_i32, MX_CUDA_FN(add_i32), 2 * nbytes({&a.x}));
 }
 
+namespace {
+const char* prefill_attention_kernel() {
+#ifdef MXSERVE_HAVE_CUDA
+  if (cuda::attention_prefill_wgmma_available()) return "bf16_attention_prefill_wgmma (wgmma, sm_90a)";
+#endif
+  return "bf16_attention_prefill (mma.sync)";
+}
+}  // namespace
+
 std::vector<std::string> dispatch_summary(Device device) {
   if (device == Device::CPU) return {"all ops: CPU reference (fp32 activations, fp32 accumulation)"};
   return {
@@ -438,9 +447,9 @@ std::vector<std::string> dispatch_summary(Device device) {
                   g_moe_activation == MoeActivation::FP8
                       ? "FP8 E4M3 activations with per-32 E8M0 scales, 64-pair tiles"
                       : "BF16 activations, 128-pair tiles from 64 pairs per expert on average, else 64"),
-      fmt::format("attention: T >= {} x sequences and head_dim 64 -> bf16_attention_prefill (tiled, tensor "
-                  "cores), else bf16_attention_decode (split over the KV length); both with sinks and the window",
-                  kAttentionPrefillMinTokensPerSeq),
+      fmt::format("attention: T >= {} x sequences and head_dim 64 -> {} (tiled, tensor cores), else "
+                  "bf16_attention_decode (split over the KV length); both with sinks and the window",
+                  kAttentionPrefillMinTokensPerSeq, prefill_attention_kernel()),
       "rmsnorm (final norm), sample: one kernel each",
   };
 }

@@ -1,4 +1,4 @@
-// The tiled prefill attention kernel (cuda::attention_prefill) against the CPU reference: gpt-oss
+// The tiled prefill attention kernels (cuda::attention_prefill: mma.sync and wgmma) against the CPU reference: gpt-oss
 // sizes at T = 2048 from depth 0 and on top of a prefix, odd T, several sequences (and a decode
 // token) in one call, sliding-window chunks over ring block tables, the tiny fixtures' head groups,
 // tokens of one sequence split apart; and ops::attention on both sides of the dispatch threshold.
@@ -12,12 +12,35 @@
 namespace mx::test {
 namespace {
 
+// Each test runs both prefill kernels: mma.sync (every target) and wgmma (sm_90a builds on Hopper;
+// skipped visibly elsewhere).
+enum class Kernel { kMmaSync, kWgmma };
+
+class CudaAttentionPrefill : public ::testing::TestWithParam<Kernel> {
+ protected:
+  void SetUp() override {
+    MX_REQUIRE_CUDA();
 #ifdef MXSERVE_HAVE_CUDA
-const AttentionFn kPrefill = [](const ops::AttentionArgs& a) { return cuda::attention_prefill(a); };
-#else
-const AttentionFn kPrefill = [](const ops::AttentionArgs& a) { return ops::attention(a); };
+    if (GetParam() == Kernel::kWgmma && !cuda::attention_prefill_wgmma_available())
+      GTEST_SKIP() << "no sm_90a code for this device: the wgmma prefill kernel is not built for it";
 #endif
-const AttentionFn kDispatch = [](const ops::AttentionArgs& a) { return ops::attention(a); };
+  }
+  AttentionFn prefill() const {
+#ifdef MXSERVE_HAVE_CUDA
+    const auto k = GetParam() == Kernel::kWgmma ? cuda::PrefillKernel::kWgmma : cuda::PrefillKernel::kMmaSync;
+    return [k](const ops::AttentionArgs& a) { return cuda::attention_prefill(a, k); };
+#else
+    return [](const ops::AttentionArgs& a) { return ops::attention(a); };
+#endif
+  }
+  void expect_match(const Fixture& f, int window, uint64_t seed, const char* what) const {
+    const auto [gpu, cpu] = run_attention(f, window, seed, prefill());
+    EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << what << ", window " << window;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaAttentionPrefill, ::testing::Values(Kernel::kMmaSync, Kernel::kWgmma),
+                         [](const auto& info) { return info.param == Kernel::kWgmma ? "wgmma" : "mma_sync"; });
 
 // One sequence, tokens first..first+T-1, shuffled distinct blocks.
 Fixture chunk_fixture(Layout L, int first, int T, uint64_t seed) {
@@ -26,25 +49,17 @@ Fixture chunk_fixture(Layout L, int first, int T, uint64_t seed) {
   return Fixture(L, 1, (first + T) / L.B + 1, pos, seq, seed);
 }
 
-void expect_match(const Fixture& f, int window, uint64_t seed, const char* what, const AttentionFn& fn = kPrefill) {
-  const auto [gpu, cpu] = run_attention(f, window, seed, fn);
-  EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << what << ", window " << window;
-}
-
-TEST(CudaAttentionPrefill, GptOss2048FromDepth0) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaAttentionPrefill, GptOss2048FromDepth0) {
   const Fixture f = chunk_fixture({}, 0, 2048, 100);
   for (int window : {0, 128}) expect_match(f, window, 101, "T=2048 at depth 0");
 }
 
-TEST(CudaAttentionPrefill, GptOss2048OnAPrefix) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaAttentionPrefill, GptOss2048OnAPrefix) {
   const Fixture f = chunk_fixture({}, 3000, 2048, 110);
   for (int window : {0, 128}) expect_match(f, window, 111, "T=2048 at depth 3000");
 }
 
-TEST(CudaAttentionPrefill, OddTokenCounts) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaAttentionPrefill, OddTokenCounts) {
   for (int T : {1, 37, 129})
     for (int first : {0, 61, 500}) {
       const Fixture f = chunk_fixture({}, first, T, 120 + T + first);
@@ -55,8 +70,7 @@ TEST(CudaAttentionPrefill, OddTokenCounts) {
 // A 129-token chunk at 1000, a decode token at 77, a 37-token prompt from 0 and a 16-token chunk
 // at 300, in one call (sequence rows not in call order); full layers (shuffled blocks) and
 // sliding layers (rings sized like runtime/kv_cache.cpp: window + 129 tokens + 1 block).
-TEST(CudaAttentionPrefill, SeveralSequencesInOneCall) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaAttentionPrefill, SeveralSequencesInOneCall) {
   const Layout L;
   std::vector<int32_t> pos, seq;
   append_run(pos, seq, 2, 1000, 129);
@@ -71,8 +85,7 @@ TEST(CudaAttentionPrefill, SeveralSequencesInOneCall) {
 
 // Chunked prefill on a sliding layer: consecutive chunks of one sequence (each chunk's window
 // reaches into the previous chunks) over a ring, the block size not dividing the window.
-TEST(CudaAttentionPrefill, WindowChunksOverRing) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaAttentionPrefill, WindowChunksOverRing) {
   const Layout L{.H = 64, .Hkv = 8, .Dh = 64, .B = 16};
   const int chunk = 100, ring = (chunk + 128 - 1 + L.B - 1) / L.B + 1, max_blocks = 1000 / L.B + 1;
   for (int first = 0; first + chunk <= 1000; first += chunk) {
@@ -85,8 +98,7 @@ TEST(CudaAttentionPrefill, WindowChunksOverRing) {
 
 // The tiny fixtures' head counts (tests/fixtures/models: 16/2, 6/3, 4/2) and one kv head per q
 // head, with head_dim 64, an odd block size and their small windows.
-TEST(CudaAttentionPrefill, TinyHeadGroups) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaAttentionPrefill, TinyHeadGroups) {
   for (auto [H, Hkv] : {std::pair{16, 2}, {6, 3}, {4, 2}, {5, 5}}) {
     const Layout L{.H = H, .Hkv = Hkv, .Dh = 64, .B = 5};
     std::vector<int32_t> pos, seq;
@@ -94,7 +106,7 @@ TEST(CudaAttentionPrefill, TinyHeadGroups) {
     append_run(pos, seq, 0, 33, 150);
     const Fixture f(L, 2, 200 / L.B, pos, seq, 150 + H);
     for (int window : {0, 8}) {
-      const auto [gpu, cpu] = run_attention(f, window, 151 + H, kPrefill);
+      const auto [gpu, cpu] = run_attention(f, window, 151 + H, prefill());
       EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "H=" << H << " Hkv=" << Hkv << " window " << window;
       EXPECT_GT(nmse(corrupted(gpu), cpu), kAttentionNmse) << "the check must catch a corrupted output";
     }
@@ -103,8 +115,7 @@ TEST(CudaAttentionPrefill, TinyHeadGroups) {
 
 // Tokens of two sequences interleaved: every token is its own query tile, more tiles than the
 // launcher's grid (which assumes each sequence's tokens are contiguous), so blocks loop.
-TEST(CudaAttentionPrefill, InterleavedSequences) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaAttentionPrefill, InterleavedSequences) {
   std::vector<int32_t> pos, seq;
   for (int i = 0; i < 60; ++i) pos.push_back(200 + i / 2), seq.push_back(i % 2);
   const Fixture f({}, 2, 260 / 16 + 1, pos, seq, 160);
@@ -113,11 +124,15 @@ TEST(CudaAttentionPrefill, InterleavedSequences) {
 
 // ops::attention routes by tokens per sequence (kAttentionPrefillMinTokensPerSeq in dispatch.cpp):
 // both sides match.
-TEST(CudaAttentionPrefill, DispatchBothSides) {
+TEST(CudaAttentionPrefillDispatch, BothSides) {
   MX_REQUIRE_CUDA();
+  const AttentionFn dispatch = [](const ops::AttentionArgs& a) { return ops::attention(a); };
   for (int T : {47, 48, 49, 300}) {
     const Fixture f = chunk_fixture({}, 250, T, 170 + T);
-    for (int window : {0, 128}) expect_match(f, window, 171 + T, "ops::attention", kDispatch);
+    for (int window : {0, 128}) {
+      const auto [gpu, cpu] = run_attention(f, window, 171 + T, dispatch);
+      EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "ops::attention T=" << T << ", window " << window;
+    }
   }
 }
 

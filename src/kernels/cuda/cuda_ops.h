@@ -33,7 +33,11 @@ Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
 Status qkv_projection_fused(const ops::QkvProjectionArgs& a);
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a);
 Status attention_decode(const ops::AttentionArgs& a);   // bf16_attention_decode: split-K, any T
-Status attention_prefill(const ops::AttentionArgs& a);  // bf16_attention_prefill: tiled, many tokens
+// Tiled attention for many tokens: bf16_attention_prefill_wgmma where the device runs this build's
+// sm_90a code (kAuto), else bf16_attention_prefill (mma.sync); tests name each kernel.
+enum class PrefillKernel { kAuto, kMmaSync, kWgmma };
+Status attention_prefill(const ops::AttentionArgs& a, PrefillKernel kernel = PrefillKernel::kAuto);
+bool attention_prefill_wgmma_available();
 bool attention_prefill_supported(const ops::AttentionArgs& a);  // head_dim, group size, alignment
 Status router_topk(const ops::RouterTopkArgs& a);
 // moe_router for T <= kern::kRouterFusedMaxTokens: bf16_bf16w_norm_router_topk (launch_router.cpp)

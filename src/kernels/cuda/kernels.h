@@ -117,7 +117,13 @@ struct AttentionPrefillParams {
 };
 int attention_prefill_tile_tokens(int H, int Hkv);  // tokens per query tile: kPrefillRows / (H/Hkv)
 size_t attention_prefill_smem_bytes();              // dynamic shared memory (opt-in above 48 KB)
-cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s);
+cudaError_t run_attention_prefill_tiles(const AttentionPrefillParams& p, cudaStream_t s);  // the tile list
+cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s);  // tiles + mma.sync kernel
+// bf16_attention_prefill_wgmma.cu: the same on wgmma (sm_90a). Available when this build holds
+// sm_90a code (MXSERVE_SM90A) and the device runs it.
+bool attention_prefill_wgmma_available();
+size_t attention_prefill_wgmma_smem_bytes();
+cudaError_t run_bf16_attention_prefill_wgmma(const AttentionPrefillParams& p, cudaStream_t s);
 
 // bf16_router_topk.cu: one warp per token, E <= kTopkMaxExperts, K <= kTopkMaxK.
 inline constexpr int kTopkMaxExperts = 256;

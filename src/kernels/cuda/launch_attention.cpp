@@ -74,21 +74,32 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
   return kernel_status("bf16_attention_decode", kern::run_bf16_attention_decode(p, stream()));
 }
 
-// The prefill kernel's contract, without the error text (dispatch.cpp asks before routing).
-bool prefill_contract(const ops::AttentionArgs& a) {
-  return a.head_dim == kern::kAttnHeadDim && a.n_heads / a.n_kv_heads <= kern::kPrefillRows &&
-         a.qkv.dim(0) < (int64_t(1) << 31) && aligned16(a.qkv.data) && aligned16(a.cache.k.data) &&
-         aligned16(a.cache.v.data) && aligned16(a.out.data) &&
-         kern::attention_prefill_smem_bytes() <= max_smem_per_block();
+// The kernel kAuto runs: wgmma where this build's sm_90a code runs on the device.
+bool use_wgmma(cuda::PrefillKernel k) {
+  return k == cuda::PrefillKernel::kWgmma || (k == cuda::PrefillKernel::kAuto && kern::attention_prefill_wgmma_available());
+}
+size_t prefill_smem_bytes(cuda::PrefillKernel k) {
+  return use_wgmma(k) ? kern::attention_prefill_wgmma_smem_bytes() : kern::attention_prefill_smem_bytes();
 }
 
-Status launch_bf16_attention_prefill(const ops::AttentionArgs& a) {
-  MX_TRY(check_cache_layout("bf16_attention_prefill", a.cache, a.batch));
-  MX_CHECK(prefill_contract(a),
-           "bf16_attention_prefill: needs head_dim {} (got {}), H/Hkv <= {} (got {}), T < 2^31, 16-byte aligned "
-           "qkv, cache and out, {} bytes of shared memory per block (device: {})",
-           kern::kAttnHeadDim, a.head_dim, kern::kPrefillRows, a.n_heads / a.n_kv_heads,
-           kern::attention_prefill_smem_bytes(), max_smem_per_block());
+// The prefill kernels' contract, without the error text (dispatch.cpp asks before routing).
+bool prefill_contract(const ops::AttentionArgs& a, cuda::PrefillKernel k) {
+  return a.head_dim == kern::kAttnHeadDim && a.n_heads / a.n_kv_heads <= kern::kPrefillRows &&
+         a.qkv.dim(0) < (int64_t(1) << 31) && aligned16(a.qkv.data) && aligned16(a.cache.k.data) &&
+         aligned16(a.cache.v.data) && aligned16(a.out.data) && a.cache.k.numel() / 8 < (int64_t(1) << 31) &&
+         prefill_smem_bytes(k) <= max_smem_per_block();
+}
+
+Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillKernel kernel) {
+  const char* name = use_wgmma(kernel) ? "bf16_attention_prefill_wgmma" : "bf16_attention_prefill";
+  MX_TRY(check_cache_layout(name, a.cache, a.batch));
+  MX_CHECK(!(kernel == cuda::PrefillKernel::kWgmma && !kern::attention_prefill_wgmma_available()),
+           "bf16_attention_prefill_wgmma: this build has no sm_90a code for this device");
+  MX_CHECK(prefill_contract(a, kernel),
+           "{}: needs head_dim {} (got {}), H/Hkv <= {} (got {}), T < 2^31, 16-byte aligned qkv, cache and out, "
+           "a cache of < 2^31 16-byte rows per layer, {} bytes of shared memory per block (device: {})",
+           name, kern::kAttnHeadDim, a.head_dim, kern::kPrefillRows, a.n_heads / a.n_kv_heads,
+           prefill_smem_bytes(kernel), max_smem_per_block());
   const int64_t T = a.qkv.dim(0);
   if (T == 0) return ok_status();
   // Tiles: at most one per tile_tokens tokens plus one per sequence change; with S sequences of
@@ -106,14 +117,18 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a) {
       .num_tiles = reinterpret_cast<int32_t*>(static_cast<int2*>(ws) + T), .T = T,
       .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1), .H = a.n_heads,
       .Hkv = a.n_kv_heads, .window = a.window, .grid_tiles = int(std::max<int64_t>(grid, 1)), .scale = a.scale};
-  return kernel_status("bf16_attention_prefill", kern::run_bf16_attention_prefill(p, stream()));
+  return kernel_status(name, use_wgmma(kernel) ? kern::run_bf16_attention_prefill_wgmma(p, stream())
+                                               : kern::run_bf16_attention_prefill(p, stream()));
 }
 
 }  // namespace
 
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) { return launch_bf16_qkv_rope_cache(a); }
 Status attention_decode(const ops::AttentionArgs& a) { return launch_bf16_attention_decode(a); }
-Status attention_prefill(const ops::AttentionArgs& a) { return launch_bf16_attention_prefill(a); }
-bool attention_prefill_supported(const ops::AttentionArgs& a) { return prefill_contract(a); }
+Status attention_prefill(const ops::AttentionArgs& a, PrefillKernel kernel) {
+  return launch_bf16_attention_prefill(a, kernel);
+}
+bool attention_prefill_supported(const ops::AttentionArgs& a) { return prefill_contract(a, PrefillKernel::kAuto); }
+bool attention_prefill_wgmma_available() { return kern::attention_prefill_wgmma_available(); }
 
 }  // namespace mx::cuda
