@@ -148,14 +148,14 @@ struct KvLoader {
   }
 };
 
-// Online softmax step for the thread's rows r (m tile r/2, half r%2; m, l in log2 units): with
+// Online softmax, first half, for the thread's rows r (m tile r/2, half r%2; m in log2 units): with
 // kMask, masks keys outside each row's row_lo..row_hi (shared memory; only tiles that some row of
-// the warp sees in part); s -> p = 2^(s·scale_log2 - m_new) (one FFMA + ex2 per score; the max is
-// taken on raw scores, scale > 0), l = l·α + Σp, and alpha[r] = 2^(m_old - m_new), by which the
-// caller rescales o (rescale below). Returns whether any row's max moved (o needs the rescale).
+// the warp sees in part); the row max (taken on raw scores, scale > 0) moves m (which starts at the
+// sink) and alpha[r] = 2^(m_old - m_new), by which the caller rescales o and l. Returns whether
+// any row's max moved in the warp (else alpha = 1 exactly and the rescale can be skipped).
 template <bool kMask, int MT>
-__device__ __forceinline__ bool online_softmax(Frag<MT>& s, RowState<MT>& st, float (&alpha)[2 * MT],
-                                               const int* row_lo, const int* row_hi, int k0, float scale_log2) {
+__device__ __forceinline__ bool softmax_max(Frag<MT>& s, RowState<MT>& st, float (&alpha)[2 * MT], const int* row_lo,
+                                            const int* row_hi, int k0, float scale_log2) {
   const int c = threadIdx.x % 4;
   bool moved = false;
 #pragma unroll
@@ -176,22 +176,32 @@ __device__ __forceinline__ bool online_softmax(Frag<MT>& s, RowState<MT>& st, fl
     for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(st.m[r], mx * scale_log2);  // m starts at the sink
+    const float m_new = fmaxf(st.m[r], mx * scale_log2);
     moved |= m_new != st.m[r];
     alpha[r] = fast_exp2(st.m[r] - m_new);
     st.m[r] = m_new;
+  }
+  return __any_sync(0xffffffffu, moved);
+}
+
+// Second half (FP32): s -> p = 2^(s·scale_log2 - m) (one FFMA + ex2 per score) and, with kSum,
+// l = l·α + Σp (the lane's share of each row; the wgmma kernel sums P on the tensor cores instead).
+template <bool kSum, int MT>
+__device__ __forceinline__ void softmax_exp(Frag<MT>& s, RowState<MT>& st, const float (&alpha)[2 * MT],
+                                           float scale_log2) {
+#pragma unroll
+  for (int r = 0; r < 2 * MT; ++r) {
     float sum = 0.0f;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float& x = s[mt][n][2 * h + e];
-        x = fast_exp2(fmaf(x, scale_log2, -m_new));
-        sum += x;
+        float& x = s[r / 2][n][2 * (r % 2) + e];
+        x = fast_exp2(fmaf(x, scale_log2, -st.m[r]));
+        if constexpr (kSum) sum += x;
       }
-    st.l[r] = st.l[r] * alpha[r] + sum;
+    if constexpr (kSum) st.l[r] = st.l[r] * alpha[r] + sum;
   }
-  return __any_sync(0xffffffffu, moved);
 }
 
 template <int MT>
@@ -212,16 +222,19 @@ __device__ __forceinline__ void p_fragment(const Frag<MT>& s, int mt, int kk, ui
   a[3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
 }
 
-// out = o / (l + 2^(sink - m)) for the thread's valid rows.
-template <int MT>
+// out = o / (l + 2^(sink - m)) for the thread's valid rows; st.l holds the lane's share of each
+// row's sum (summed over the row's 4 lanes here) or, with kWholeSums, the whole sum.
+template <int MT, bool kWholeSums = false>
 __device__ __forceinline__ void store_out(const AttentionPrefillParams& p, int2 tile, int g, int G, const Frag<MT>& o,
                                           RowState<MT>& st) {
   const int c = threadIdx.x % 4;
 #pragma unroll
   for (int r = 0; r < 2 * MT; ++r) {
     float l = st.l[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if constexpr (!kWholeSums) {
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+    }
     const Row w = tile_row<MT>(r, tile, g, G);
     if (w.token < 0) continue;
     const float inv = 1.0f / (l + fast_exp2(row_sink(p, w) - st.m[r]));

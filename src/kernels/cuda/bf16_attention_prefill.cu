@@ -172,9 +172,10 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
       Frag<kMT> s;
       float alpha[2 * kMT];
       qk_scores(qf, ks[stage], s);
-      const bool moved = st.sees_all(k0) ? online_softmax<false>(s, st, alpha, row_lo, row_hi, k0, scale_log2)
-                                         : online_softmax<true>(s, st, alpha, row_lo, row_hi, k0, scale_log2);
-      if (moved) rescale(o, alpha);  // skipped when no row's max moved (alpha = 1 exactly)
+      const bool moved = st.sees_all(k0) ? softmax_max<false>(s, st, alpha, row_lo, row_hi, k0, scale_log2)
+                                         : softmax_max<true>(s, st, alpha, row_lo, row_hi, k0, scale_log2);
+      softmax_exp<true>(s, st, alpha, scale_log2);
+      if (moved) rescale(o, alpha);
       pv_accumulate(s, vs[stage], o);
     }
   }

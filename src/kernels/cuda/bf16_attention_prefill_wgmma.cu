@@ -23,16 +23,19 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kStages = 5;                // K/V tiles in the ring: up to 3 loading ahead (see attend_tile)
 constexpr int kTileBytes = kKeys * kDh * 2;  // 8 KB: one K or V tile
 constexpr int kQBytes = kRows * kDh * 2;     // 16 KB: the block's Q rows
-constexpr size_t kSmemBytes = 1024 + kQBytes + size_t(2) * kStages * kTileBytes;  // + alignment slack
+constexpr int kOnesBytes = kTileBytes;       // 8 KB of BF16 ones: columns 64..71 of every V tile
+constexpr size_t kSmemBytes = 1024 + kQBytes + size_t(2) * kStages * kTileBytes + kOnesBytes;  // + alignment slack
 static_assert(kRows == kWarps * 16 * kMT, "the warps cover the block's rows");
 
 #ifdef MX_HAVE_WGMMA
-// Shared-memory matrix descriptor (sm_90 wgmma): start address, leading offset 1 (unused by these
-// layouts), 8-row groups 1024 bytes apart, 128-byte swizzle. Valid for the K-major Q and K tiles
-// (a k16 step = +32 bytes) and for the MN-major V tile (a k16 step = 16 keys = +2048 bytes), all
-// with 128-byte rows swizzled as swz() and 1024-byte aligned bases.
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+// Shared-memory matrix descriptor (sm_90 wgmma): start address, leading byte offset, 8-row groups
+// 1024 bytes apart, 128-byte swizzle. For the K-major Q and K tiles (a k16 step = +32 bytes) the
+// leading offset is unused (1); for the MN-major V tile (a k16 step = 16 keys = +2048 bytes) it is
+// the distance to columns 64..127, where the ones region stands in. All with 128-byte rows
+// swizzled as swz() and 1024-byte aligned bases.
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo = 16) {
+  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t((lbo & 0x3ffffu) >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -68,12 +71,14 @@ __device__ __forceinline__ void wgmma_ss(Frag<kMT>& d, uint64_t a, uint64_t b, b
       : MX_WGMMA_D_ARGS(d)
       : "l"(a), "l"(b), "r"(int(accumulate)));
 }
-// d += a (64 x 16, registers: the mma.sync A layout per warp) . b (16 x 64, shared, MN-major).
-__device__ __forceinline__ void wgmma_rs_mn(Frag<kMT>& d, const uint32_t (&a)[4], uint64_t b) {
+// [d | e] += a (64 x 16, registers: the mma.sync A layout per warp) . b (16 x 72, shared, MN-major):
+// d gets columns 0..63, e (C regs of one n8 tile) columns 64..71.
+__device__ __forceinline__ void wgmma_rs_mn72(Frag<kMT>& d, float (&e)[4], const uint32_t (&a)[4], uint64_t b) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MX_WGMMA_D
-               ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-               : MX_WGMMA_D_ARGS(d)
+               "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
+               "%10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
+               "%30, %31, %32, %33, %34, %35}, {%36, %37, %38, %39}, %40, p, 1, 1, 1;\n}\n"
+               : MX_WGMMA_D_ARGS(d), "+f"(e[0]), "+f"(e[1]), "+f"(e[2]), "+f"(e[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 #undef MX_WGMMA_D
@@ -96,18 +101,24 @@ __device__ __forceinline__ void load_q(const AttentionPrefillParams& p, int2 til
   }
 }
 
-// The warpgroup's O += P V of one tile: P (BF16 A fragments of keys 16kk..) times the V tile of
-// descriptor v (MN-major; a k step is 16 keys = 2048 bytes).
-__device__ __forceinline__ void pv_issue(Frag<kMT>& o, const uint32_t (&pa)[4][4], uint64_t v) {
+// The warpgroup's [O | l] += P [V | 1] of one tile: P (BF16 A fragments of keys 16kk..) times the V
+// tile of descriptor v (MN-major; a k step is 16 keys = 2048 bytes) with a column block of ones:
+// the row sums of P come out of the tensor cores (l: each lane holds its rows' whole sums).
+__device__ __forceinline__ void pv_issue(Frag<kMT>& o, float (&l)[4], const uint32_t (&pa)[4][4], uint64_t v) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_rs_mn(o, pa[kk], v + kk * (2048 / 16));
+  for (int kk = 0; kk < 4; ++kk) wgmma_rs_mn72(o, l, pa[kk], v + kk * (2048 / 16));
   wgmma_commit();
+}
+__device__ __forceinline__ void fence_operands(float (&l)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(l[i])::"memory");
 }
 
 struct Smem {
   uint4* q;   // kRows rows of 128 bytes
   uint4* k;   // kStages tiles of kKeys rows
   uint4* v;
+  uint4* ones;  // kOnesBytes of BF16 1.0
 };
 
 // One (query tile, kv head). The ring: at key tile kt (after the barrier) tiles kt - 1 (its V, for
@@ -139,12 +150,16 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
 
   // Descriptors of the warpgroup's Q rows and of stage 0's K and V; a stage or k step adds its
   // byte offset / 16 to the start-address field (no carry: shared addresses are < 2^18).
+  // V's leading offset points at the ones (a stage's start + s·8 KB, its offset − s·8 KB).
+  const uint32_t v_addr = dev::smem_addr(sm.v);
   const uint64_t q_desc = desc_sw128(dev::smem_addr(sm.q + wg * 64 * 8)), k_desc = desc_sw128(dev::smem_addr(sm.k)),
-                 v_desc = desc_sw128(dev::smem_addr(sm.v));
+                 v_desc = desc_sw128(v_addr, dev::smem_addr(sm.ones) - v_addr);
+  constexpr uint64_t kStageV = kTileBytes / 16 - (uint64_t(kTileBytes / 16) << 16);
   // Every warpgroup runs every key tile of the block's range (masked where its rows see none of it:
   // at most one tile per side differs between the two) and every P V, the first with P = 0: wgmma
   // on paths ptxas cannot prove uniform would be serialized.
   Frag<kMT> o = {}, s;
+  float ol[4] = {};              // columns 64..71 of [O | l]: the rows' sums of P
   uint32_t pa[4][4] = {};        // P of the previous tile, whose P V is issued behind the next S
   uint64_t prev_v = v_desc;      // that tile's V (stage 0 for the P = 0 of the first iteration)
   for (int kt = first; kt <= last; ++kt) {
@@ -162,24 +177,31 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_ss(s, q_desc + 2 * ks, k_stage + 2 * ks, ks > 0);  // +32 bytes per k step
     wgmma_commit();
-    pv_issue(o, pa, prev_v);
+    pv_issue(o, ol, pa, prev_v);
     wgmma_wait<1>();  // S done; the previous tile's P V may still run
     fence_operands(s);
     float alpha[2 * kMT];
-    const bool moved = st.sees_all(k0) ? online_softmax<false>(s, st, alpha, row_lo, row_hi, k0, scale_log2)
-                                       : online_softmax<true>(s, st, alpha, row_lo, row_hi, k0, scale_log2);
-    wgmma_wait<0>();
+    const bool moved = st.sees_all(k0) ? softmax_max<false>(s, st, alpha, row_lo, row_hi, k0, scale_log2)
+                                       : softmax_max<true>(s, st, alpha, row_lo, row_hi, k0, scale_log2);
+    softmax_exp<false>(s, st, alpha, scale_log2);
+    wgmma_wait<0>();  // the previous P V has read pa
     fence_operands(o);
-    if (moved) rescale(o, alpha);  // skipped when no row's max moved (alpha = 1 exactly)
+    fence_operands(ol);
+    if (moved) {  // skipped when no row's max moved (alpha = 1 exactly)
+      rescale(o, alpha);
+      ol[0] *= alpha[0], ol[1] *= alpha[0], ol[2] *= alpha[1], ol[3] *= alpha[1];
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) p_fragment(s, 0, kk, pa[kk]);
-    prev_v = v_desc + stage * (kTileBytes / 16);
+    prev_v = v_desc + stage * kStageV;
   }
   wgmma_fence();
-  pv_issue(o, pa, prev_v);
+  pv_issue(o, ol, pa, prev_v);
   wgmma_wait<0>();
   fence_operands(o);
-  store_out(p, tile, g, G, o, st);
+  fence_operands(ol);
+  st.l[0] = ol[0], st.l[1] = ol[2];  // rows g and g + 8
+  store_out<kMT, true>(p, tile, g, G, o, st);
 }
 #endif  // MX_HAVE_WGMMA
 
@@ -189,7 +211,11 @@ __global__ void __launch_bounds__(kThreads, 2) bf16_attention_prefill_wgmma(Atte
   extern __shared__ uint8_t raw[];
   const uint32_t base = dev::smem_addr(raw), aligned = (base + 1023) & ~1023u;
   uint4* q = reinterpret_cast<uint4*>(raw + (aligned - base));
-  const Smem sm{q, q + kQBytes / 16, q + (kQBytes + kStages * kTileBytes) / 16};
+  const Smem sm{q, q + kQBytes / 16, q + (kQBytes + kStages * kTileBytes) / 16,
+                q + (kQBytes + 2 * kStages * kTileBytes) / 16};
+  for (int i = threadIdx.x; i < kOnesBytes / 16; i += kThreads)  // BF16 1.0
+    sm.ones[i] = make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);
+  // (made visible to wgmma by the fence and barrier before the first tile's products)
   const int n_tiles = *p.num_tiles;
   for (int i = blockIdx.x; i < n_tiles; i += gridDim.x) {
     attend_tile(p, p.tiles[n_tiles - 1 - i], sm);
