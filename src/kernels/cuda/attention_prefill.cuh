@@ -12,7 +12,6 @@
 namespace mx::cuda::kern::attn_prefill {
 
 constexpr int kDh = kAttnHeadDim;    // 64: 8 chunks of 16 bytes per key row
-constexpr int kRows = kPrefillRows;  // (token, q head) rows per block
 constexpr int kKeys = 64;            // keys per shared-memory tile
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kDh == 64 && kKeys == 64, "fragment loops assume 64 head dims and 64 keys per tile");

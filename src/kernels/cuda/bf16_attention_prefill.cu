@@ -11,6 +11,7 @@ namespace {
 
 using namespace attn_prefill;
 
+constexpr int kRows = kPrefillRows;   // (token, q head) rows per block
 constexpr int kWarps = 4;             // 32 rows each: two m16 tiles
 constexpr int kThreads = kWarps * 32;
 constexpr int kMT = 2;                // m16 tiles per warp
@@ -197,11 +198,11 @@ __global__ void __launch_bounds__(kThreads, 2) bf16_attention_prefill(AttentionP
 
 }  // namespace
 
-int attention_prefill_tile_tokens(int H, int Hkv) { return kRows / (H / Hkv); }
+int attention_prefill_tile_tokens(int H, int Hkv, int rows) { return rows / (H / Hkv); }
 size_t attention_prefill_smem_bytes() { return size_t(2) * kStages * kKeys * 8 * sizeof(uint4); }
 
-cudaError_t run_attention_prefill_tiles(const AttentionPrefillParams& p, cudaStream_t s) {
-  bf16_attention_prefill_tiles<<<1, kTileThreads, 0, s>>>(p, attention_prefill_tile_tokens(p.H, p.Hkv));
+cudaError_t run_attention_prefill_tiles(const AttentionPrefillParams& p, int rows, cudaStream_t s) {
+  bf16_attention_prefill_tiles<<<1, kTileThreads, 0, s>>>(p, attention_prefill_tile_tokens(p.H, p.Hkv, rows));
   return cudaGetLastError();
 }
 
@@ -210,7 +211,7 @@ cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStre
   const int smem = int(attention_prefill_smem_bytes());
   cudaError_t e = cudaFuncSetAttribute(bf16_attention_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  if (e = run_attention_prefill_tiles(p, s); e != cudaSuccess) return e;
+  if (e = run_attention_prefill_tiles(p, kRows, s); e != cudaSuccess) return e;
   bf16_attention_prefill<<<dim3(unsigned(p.grid_tiles), unsigned(p.Hkv)), kThreads, smem, s>>>(p);
   return cudaGetLastError();
 }

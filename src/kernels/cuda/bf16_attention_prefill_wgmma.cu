@@ -16,13 +16,15 @@ namespace {
 
 using namespace attn_prefill;
 
-constexpr int kGroups = 2;                // warpgroups per block, 64 rows each
-constexpr int kThreads = kGroups * 128;   // 8 warps of 16 rows: one m16 tile each
+constexpr int kRows = kPrefillWgmmaRows;  // (token, q head) rows per block
+constexpr int kGroups = kRows / 64;       // warpgroups per block, 64 rows each
+constexpr int kThreads = kGroups * 128;   // warps of 16 rows: one m16 tile each
+constexpr int kBlocksPerSm = kGroups <= 2 ? 2 : 1;  // 128 registers per thread at most
 constexpr int kMT = 1;
 constexpr int kWarps = kThreads / 32;
 constexpr int kStages = 5;                // K/V tiles in the ring: up to 3 loading ahead (see attend_tile)
 constexpr int kTileBytes = kKeys * kDh * 2;  // 8 KB: one K or V tile
-constexpr int kQBytes = kRows * kDh * 2;     // 16 KB: the block's Q rows
+constexpr int kQBytes = kRows * kDh * 2;     // the block's Q rows
 constexpr int kOnesBytes = kTileBytes;       // 8 KB of BF16 ones: columns 64..71 of every V tile
 constexpr size_t kSmemBytes = 1024 + kQBytes + size_t(2) * kStages * kTileBytes + kOnesBytes;  // + alignment slack
 static_assert(kRows == kWarps * 16 * kMT, "the warps cover the block's rows");
@@ -206,7 +208,7 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
 #endif  // MX_HAVE_WGMMA
 
 // Grid (grid_tiles, Hkv); block x takes tiles x, x + grid_tiles, ... counted from the last one.
-__global__ void __launch_bounds__(kThreads, 2) bf16_attention_prefill_wgmma(AttentionPrefillParams p) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) bf16_attention_prefill_wgmma(AttentionPrefillParams p) {
 #ifdef MX_HAVE_WGMMA
   extern __shared__ uint8_t raw[];
   const uint32_t base = dev::smem_addr(raw), aligned = (base + 1023) & ~1023u;
@@ -247,7 +249,7 @@ cudaError_t run_bf16_attention_prefill_wgmma(const AttentionPrefillParams& p, cu
   cudaError_t e = cudaFuncSetAttribute(bf16_attention_prefill_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(kSmemBytes));
   if (e != cudaSuccess) return e;
-  if (e = run_attention_prefill_tiles(p, s); e != cudaSuccess) return e;
+  if (e = run_attention_prefill_tiles(p, kRows, s); e != cudaSuccess) return e;
   bf16_attention_prefill_wgmma<<<dim3(unsigned(p.grid_tiles), unsigned(p.Hkv)), kThreads, kSmemBytes, s>>>(p);
   return cudaGetLastError();
 }

@@ -96,9 +96,10 @@ struct AttentionParams {
 cudaError_t run_bf16_attention_decode(const AttentionParams& p, cudaStream_t s);
 
 // bf16_attention_prefill.cu: tiled (FlashAttention-2-style) attention for many tokens per call,
-// Dh == 64, 1 <= H/Hkv <= kPrefillRows. A query tile is up to kPrefillRows / (H/Hkv) consecutive
-// tokens of one sequence, all their q heads of one kv head (one row per (token, head)).
-inline constexpr int kPrefillRows = 128;
+// Dh == 64, 1 <= H/Hkv <= kPrefillRows. A query tile is up to rows / (H/Hkv) consecutive tokens of
+// one sequence (rows: the kernel's block), all their q heads of one kv head (one row per (token, head)).
+inline constexpr int kPrefillRows = 128;       // rows per block of the mma.sync kernel
+inline constexpr int kPrefillWgmmaRows = 128;  // ... of the wgmma kernel (2 warpgroups of 64)
 struct AttentionPrefillParams {
   const void* qkv;    // (T, (H + 2 Hkv) Dh) bf16
   const void* sinks;  // (H) bf16 or f32
@@ -115,9 +116,10 @@ struct AttentionPrefillParams {
   int H, Hkv, window, grid_tiles;  // grid_tiles: blocks along the tiles (each loops over its share)
   float scale;
 };
-int attention_prefill_tile_tokens(int H, int Hkv);  // tokens per query tile: kPrefillRows / (H/Hkv)
+int attention_prefill_tile_tokens(int H, int Hkv, int rows);  // tokens per query tile: rows / (H/Hkv)
 size_t attention_prefill_smem_bytes();              // dynamic shared memory (opt-in above 48 KB)
-cudaError_t run_attention_prefill_tiles(const AttentionPrefillParams& p, cudaStream_t s);  // the tile list
+// The tile list for blocks of `rows` (token, q head) rows.
+cudaError_t run_attention_prefill_tiles(const AttentionPrefillParams& p, int rows, cudaStream_t s);
 cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s);  // tiles + mma.sync kernel
 // bf16_attention_prefill_wgmma.cu: the same on wgmma (sm_90a). Available when this build holds
 // sm_90a code (MXSERVE_SM90A) and the device runs it.
