@@ -113,6 +113,17 @@ TEST_P(CudaAttentionPrefill, TinyHeadGroups) {
   }
 }
 
+// Cache blocks of 128 keys (two tiles per block) and of 64.
+TEST_P(CudaAttentionPrefill, LargeCacheBlocks) {
+  for (int B : {64, 128}) {
+    const Layout L{.H = 64, .Hkv = 8, .Dh = 64, .B = B};
+    std::vector<int32_t> pos, seq;
+    append_run(pos, seq, 0, 300, 200);
+    const Fixture f(L, 1, 500 / B + 1, pos, seq, 180 + B);
+    for (int window : {0, 128}) expect_match(f, window, 181 + B, "large blocks");
+  }
+}
+
 // Tokens of two sequences interleaved: every token is its own query tile, more tiles than the
 // launcher's grid (which assumes each sequence's tokens are contiguous), so blocks loop.
 TEST_P(CudaAttentionPrefill, InterleavedSequences) {

@@ -98,20 +98,21 @@ struct RowState {
 // Loads the key tiles of kv head g through the block table: a thread's keys in a tile are
 // threadIdx/8 + i·threads/8 (16-byte chunk threadIdx % 8 of each row). The table entries of a tile
 // are read (fetch) one iteration before its loads (load) need them, keeping the table's latency off
-// the critical path. When the cache block size divides the tile (B | 64: every power of two up to
-// 64), a key's slot in its block and its block's place in the tile are the same in every tile, so
-// the per-chunk offsets are computed once (cofs) and a load costs one multiply-add.
-template <int kThreads>
+// the critical path. kAligned (the cache block size B divides the 64-key tile: every power of two
+// up to 64): a key's slot in its block and its block's place in the tile are the same in every
+// tile, so the per-chunk offsets are computed once and a load costs one multiply-add in 32 bits
+// (offsets in 16-byte units are < 2^31: launcher contract). Kernels instantiate both.
+template <int kThreads, bool kAligned>
 struct KvLoader {
   static constexpr int kPerThread = kKeys * 8 / kThreads;  // 16-byte chunks of K (and of V) per thread
   int blk[kPerThread];
-  int cofs[kPerThread];  // aligned: (key % B · Hkv + g) · 8 + chunk
-  int kblk[kPerThread];  // aligned: key / B, the key's block within the tile
+  int cofs[kPerThread];  // kAligned: (key % B · Hkv + g) · 8 + chunk
+  int kblk[kPerThread];  // kAligned: key / B, the key's block within the tile
   int B, Hkv, g;
-  int tile_blocks;       // kKeys / B when B divides kKeys (aligned), else 0
+  int stride;            // kAligned: 16-byte units per cache block (B · Hkv · 8)
 
   __device__ __forceinline__ KvLoader(int block_size, int n_kv_heads, int kv_head)
-      : B(block_size), Hkv(n_kv_heads), g(kv_head), tile_blocks(kKeys % block_size == 0 ? kKeys / block_size : 0) {
+      : B(block_size), Hkv(n_kv_heads), g(kv_head), stride(block_size * n_kv_heads * 8) {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i)
       cofs[i] = ((key(i) % B) * Hkv + g) * 8 + int(threadIdx.x) % 8, kblk[i] = key(i) / B;
@@ -122,7 +123,8 @@ struct KvLoader {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int j = k0 + key(i);
-      blk[i] = j >= lo && j <= hi ? table[tile_blocks ? k0 / kKeys * tile_blocks + kblk[i] : j / B] : 0;
+      const int e = kAligned ? k0 / kKeys * (kKeys / B) + kblk[i] : j / B;
+      blk[i] = j >= lo && j <= hi ? table[e] : 0;
     }
   }
   // Keys k0..k0+63 into shared memory (cp.async); keys outside lo..hi are zero-filled (never read
@@ -135,11 +137,12 @@ struct KvLoader {
     for (int i = 0; i < kPerThread; ++i) {
       const int j = k0 + key(i);
       const bool ok = j >= lo && j <= hi;
-      // Offsets in 16-byte units: < 2^31 (launcher contract), so the aligned path stays in 32 bits.
       int64_t off = 0;
-      if (ok)
-        off = tile_blocks ? int64_t(uint32_t(blk[i] * (B * Hkv * 8) + cofs[i]))
-                          : ((int64_t(blk[i]) * B + j % B) * Hkv + g) * (kDh / 8) + int(threadIdx.x) % 8;
+      if constexpr (kAligned) {
+        off = ok ? uint32_t(blk[i] * stride + cofs[i]) : 0u;
+      } else if (ok) {
+        off = ((int64_t(blk[i]) * B + j % B) * Hkv + g) * (kDh / 8) + int(threadIdx.x) % 8;
+      }
       const int slot = swz(key(i), int(threadIdx.x) % 8);
       dev::cp_async16(ks + slot, kc + off, ok);
       dev::cp_async16(vs + slot, vc + off, ok);

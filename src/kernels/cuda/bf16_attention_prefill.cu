@@ -135,6 +135,7 @@ using KvStages = uint4[kStages][kKeys * 8];  // the ring of K (or V) tiles
 
 // One (query tile, kv head): loops over the key tiles that any of its rows can see, kStages - 1
 // tiles loading (cp.async) while the current one is multiplied.
+template <bool kAligned>
 __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int2 tile, KvStages& ks, KvStages& vs) {
   __shared__ int range_lo[kWarps], range_hi[kWarps], row_lo[kRows], row_hi[kRows];
   const int g = blockIdx.y, G = p.H / p.Hkv, warp = threadIdx.x / 32;
@@ -152,7 +153,7 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
   const int32_t* table = p.block_tables + int64_t(p.seq_index[tile.x]) * p.max_blocks;
   const float scale_log2 = p.scale * kLog2e;
   const int first = lo / kKeys, last = hi / kKeys;
-  KvLoader<kThreads> kv(int(p.block_size), p.Hkv, g);
+  KvLoader<kThreads, kAligned> kv(int(p.block_size), p.Hkv, g);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {  // one commit group per tile, empty past the last
     kv.fetch(table, (first + s) * kKeys, lo, hi);
@@ -190,8 +191,12 @@ __global__ void __launch_bounds__(kThreads, 2) bf16_attention_prefill(AttentionP
   KvStages& ks = *reinterpret_cast<KvStages*>(smem);
   KvStages& vs = *reinterpret_cast<KvStages*>(smem + kStages * kKeys * 8);
   const int n_tiles = *p.num_tiles;
+  const bool aligned = kKeys % p.block_size == 0;
   for (int i = blockIdx.x; i < n_tiles; i += gridDim.x) {
-    attend_tile(p, p.tiles[n_tiles - 1 - i], ks, vs);
+    if (aligned)
+      attend_tile<true>(p, p.tiles[n_tiles - 1 - i], ks, vs);
+    else
+      attend_tile<false>(p, p.tiles[n_tiles - 1 - i], ks, vs);
     __syncthreads();  // the next tile's first loads overwrite stages still being read
   }
 }

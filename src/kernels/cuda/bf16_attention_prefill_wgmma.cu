@@ -126,6 +126,7 @@ struct Smem {
 // One (query tile, kv head). The ring: at key tile kt (after the barrier) tiles kt - 1 (its V, for
 // the P V still to issue), kt, and up to kt + kStages - 2 are resident or loading; the stage of kt - 2
 // is free, because every warpgroup waited for its P V of kt - 2 before this barrier.
+template <bool kAligned>
 __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int2 tile, const Smem& sm) {
   __shared__ int warp_lo[kWarps], warp_hi[kWarps], row_lo[kRows], row_hi[kRows];
   const int g = blockIdx.y, G = p.H / p.Hkv, warp = threadIdx.x / 32, wg = warp / 4;
@@ -140,7 +141,7 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
   const int32_t* table = p.block_tables + int64_t(p.seq_index[tile.x]) * p.max_blocks;
   const float scale_log2 = p.scale * kLog2e;
   const int first = lo / kKeys, last = hi / kKeys;
-  KvLoader<kThreads> kv(int(p.block_size), p.Hkv, g);
+  KvLoader<kThreads, kAligned> kv(int(p.block_size), p.Hkv, g);
   load_q(p, tile, g, G, sm.q);  // joins the first tile's commit group
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {  // one commit group per tile, empty past the last
@@ -211,16 +212,20 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) bf16_attention_prefill_wgmma(AttentionPrefillParams p) {
 #ifdef MX_HAVE_WGMMA
   extern __shared__ uint8_t raw[];
-  const uint32_t base = dev::smem_addr(raw), aligned = (base + 1023) & ~1023u;
-  uint4* q = reinterpret_cast<uint4*>(raw + (aligned - base));
+  const uint32_t base = dev::smem_addr(raw), base1k = (base + 1023) & ~1023u;
+  uint4* q = reinterpret_cast<uint4*>(raw + (base1k - base));
   const Smem sm{q, q + kQBytes / 16, q + (kQBytes + kStages * kTileBytes) / 16,
                 q + (kQBytes + 2 * kStages * kTileBytes) / 16};
   for (int i = threadIdx.x; i < kOnesBytes / 16; i += kThreads)  // BF16 1.0
     sm.ones[i] = make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);
   // (made visible to wgmma by the fence and barrier before the first tile's products)
   const int n_tiles = *p.num_tiles;
+  const bool aligned = kKeys % p.block_size == 0;
   for (int i = blockIdx.x; i < n_tiles; i += gridDim.x) {
-    attend_tile(p, p.tiles[n_tiles - 1 - i], sm);
+    if (aligned)
+      attend_tile<true>(p, p.tiles[n_tiles - 1 - i], sm);
+    else
+      attend_tile<false>(p, p.tiles[n_tiles - 1 - i], sm);
     __syncthreads();  // the next tile's first loads overwrite Q and stages still being read
   }
 #else
