@@ -95,6 +95,21 @@ struct RowState {
   __device__ __forceinline__ bool sees_all(int k0) const { return lo_all <= k0 && hi_all >= k0 + kKeys - 1; }
 };
 
+// Sets up the thread's rows (st) and the rows' key ranges in shared memory (row_lo, row_hi, by
+// block row), and returns the block's key range: the union lo..hi over its kWarps warps.
+template <int kWarps, int MT>
+__device__ __forceinline__ int2 init_rows(const AttentionPrefillParams& p, int2 tile, int g, int G, RowState<MT>& st,
+                                          int* row_lo, int* row_hi) {
+  __shared__ int warp_lo[kWarps], warp_hi[kWarps];
+  st.init(p, tile, g, G, row_lo, row_hi);
+  if (threadIdx.x % 32 == 0) warp_lo[threadIdx.x / 32] = st.lo, warp_hi[threadIdx.x / 32] = st.hi;
+  __syncthreads();
+  int2 r = {INT_MAX, INT_MIN};
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) r.x = min(r.x, warp_lo[i]), r.y = max(r.y, warp_hi[i]);
+  return r;
+}
+
 // Loads the key tiles of kv head g through the block table: a thread's keys in a tile are
 // threadIdx/8 + i·threads/8 (16-byte chunk threadIdx % 8 of each row). The table entries of a tile
 // are read (fetch) one iteration before its loads (load) need them, keeping the table's latency off

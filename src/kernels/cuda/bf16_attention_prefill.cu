@@ -137,15 +137,11 @@ using KvStages = uint4[kStages][kKeys * 8];  // the ring of K (or V) tiles
 // tiles loading (cp.async) while the current one is multiplied.
 template <bool kAligned>
 __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int2 tile, KvStages& ks, KvStages& vs) {
-  __shared__ int range_lo[kWarps], range_hi[kWarps], row_lo[kRows], row_hi[kRows];
-  const int g = blockIdx.y, G = p.H / p.Hkv, warp = threadIdx.x / 32;
+  __shared__ int row_lo[kRows], row_hi[kRows];
+  const int g = blockIdx.y, G = p.H / p.Hkv;
   RowState<kMT> st;
-  st.init(p, tile, g, G, row_lo, row_hi);
-  if (threadIdx.x % 32 == 0) range_lo[warp] = st.lo, range_hi[warp] = st.hi;
-  __syncthreads();
-  int lo = INT_MAX, hi = INT_MIN;
-#pragma unroll
-  for (int i = 0; i < kWarps; ++i) lo = min(lo, range_lo[i]), hi = max(hi, range_hi[i]);
+  const int2 range = init_rows<kWarps>(p, tile, g, G, st, row_lo, row_hi);
+  const int lo = range.x, hi = range.y;
 
   uint32_t qf[2][4][4];
   load_q(p, tile, g, G, qf);

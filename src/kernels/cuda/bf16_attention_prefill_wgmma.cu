@@ -128,15 +128,11 @@ struct Smem {
 // is free, because every warpgroup waited for its P V of kt - 2 before this barrier.
 template <bool kAligned>
 __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int2 tile, const Smem& sm) {
-  __shared__ int warp_lo[kWarps], warp_hi[kWarps], row_lo[kRows], row_hi[kRows];
-  const int g = blockIdx.y, G = p.H / p.Hkv, warp = threadIdx.x / 32, wg = warp / 4;
+  __shared__ int row_lo[kRows], row_hi[kRows];
+  const int g = blockIdx.y, G = p.H / p.Hkv, wg = threadIdx.x / 128;
   RowState<kMT> st;
-  st.init(p, tile, g, G, row_lo, row_hi);
-  if (threadIdx.x % 32 == 0) warp_lo[warp] = st.lo, warp_hi[warp] = st.hi;
-  __syncthreads();
-  int lo = INT_MAX, hi = INT_MIN;
-#pragma unroll
-  for (int i = 0; i < kWarps; ++i) lo = min(lo, warp_lo[i]), hi = max(hi, warp_hi[i]);
+  const int2 range = init_rows<kWarps>(p, tile, g, G, st, row_lo, row_hi);
+  const int lo = range.x, hi = range.y;
 
   const int32_t* table = p.block_tables + int64_t(p.seq_index[tile.x]) * p.max_blocks;
   const float scale_log2 = p.scale * kLog2e;

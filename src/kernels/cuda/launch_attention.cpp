@@ -76,7 +76,8 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
 
 // The kernel kAuto runs: wgmma where this build's sm_90a code runs on the device.
 bool use_wgmma(cuda::PrefillKernel k) {
-  return k == cuda::PrefillKernel::kWgmma || (k == cuda::PrefillKernel::kAuto && kern::attention_prefill_wgmma_available());
+  return k == cuda::PrefillKernel::kWgmma ||
+         (k == cuda::PrefillKernel::kAuto && kern::attention_prefill_wgmma_available());
 }
 size_t prefill_smem_bytes(cuda::PrefillKernel k) {
   return use_wgmma(k) ? kern::attention_prefill_wgmma_smem_bytes() : kern::attention_prefill_smem_bytes();
