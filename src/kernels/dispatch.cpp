@@ -421,11 +421,12 @@ Status add_i32(const AddI32Args& a) {
 }
 
 namespace {
-const char* prefill_attention_kernel() {
+// The tiled attention kernel this device runs (the wgmma one where the build has sm_90a code for it).
+std::string prefill_attention_kernel() {
 #ifdef MXSERVE_HAVE_CUDA
-  if (cuda::attention_prefill_wgmma_available()) return "bf16_attention_prefill_wgmma (wgmma, sm_90a)";
+  if (cuda::attention_prefill_wgmma_available()) return "bf16_attention_prefill_wgmma (tiled, wgmma)";
 #endif
-  return "bf16_attention_prefill (mma.sync)";
+  return "bf16_attention_prefill (tiled, mma.sync)";
 }
 }  // namespace
 
@@ -447,8 +448,8 @@ std::vector<std::string> dispatch_summary(Device device) {
                   g_moe_activation == MoeActivation::FP8
                       ? "FP8 E4M3 activations with per-32 E8M0 scales, 64-pair tiles"
                       : "BF16 activations, 128-pair tiles from 64 pairs per expert on average, else 64"),
-      fmt::format("attention: T >= {} x sequences and head_dim 64 -> {} (tiled, tensor cores), else "
-                  "bf16_attention_decode (split over the KV length); both with sinks and the window",
+      fmt::format("attention: T >= {} x sequences and head_dim 64 -> {}, else bf16_attention_decode (split "
+                  "over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq, prefill_attention_kernel()),
       "rmsnorm (final norm), sample: one kernel each",
   };
