@@ -11,26 +11,18 @@
 
 namespace mx::cuda::kern::attn_prefill {
 
+using dev::fast_exp2;
+using dev::kLog2e;
+using dev::swz;
+
 constexpr int kDh = kAttnHeadDim;    // 64: 8 chunks of 16 bytes per key row
 constexpr int kKeys = 64;            // keys per shared-memory tile
-constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kDh == 64 && kKeys == 64, "fragment loops assume 64 head dims and 64 keys per tile");
 
 // A warp's accumulator for MT m16 tiles of rows and the 64 columns (keys or head dims) of a tile:
 // [m tile][n tile of 8 columns][C regs: (row g, cols 2c, 2c+1), (row g + 8, cols 2c, 2c+1)].
 template <int MT>
 using Frag = float[MT][8][4];
-
-// A K, V or Q tile in shared memory: row r (128 bytes) keeps its 8 chunks of 16 bytes at
-// r*8 + (chunk ^ (r % 8)): the 8 rows one ldmatrix matrix reads fall in 8 different bank groups,
-// and at a 1024-byte aligned base it is exactly the 128-byte swizzle wgmma reads.
-__device__ __forceinline__ int swz(int row, int chunk) { return row * 8 + (chunk ^ (row & 7)); }
-
-__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: 2^-22 relative, exp2(-inf) = 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

@@ -13,6 +13,10 @@
 namespace mx::cuda::kern {
 namespace {
 
+using dev::fast_exp2;
+using dev::kLog2e;
+using dev::swz;
+
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kDh = kAttnHeadDim;   // 64 = 8 chunks of 16 bytes per key row
@@ -21,18 +25,15 @@ constexpr int kTileKeys = 16;       // keys per warp tile: one k step of P V
 constexpr int kStages = 2;          // tiles per warp ring (4 KB each); measured against 3, 4 and 6
 constexpr int kMinTiles = kAttnMinKeysPerSplit / kTileKeys;  // per split block
 constexpr int kLoads = kTileKeys * 8 / 32;  // 16-byte chunks of K (and of V) per lane and tile
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kEmpty = -1e30f;    // running max before any key (finite: exp2(kEmpty - m) = 0)
 static_assert(kDh == 64 && kG == 8 && kTileKeys == 16, "the fragment loops below assume these shapes");
 
-// A K and a V tile: key r keeps its 8 chunks of 16 bytes at r*8 + (chunk ^ (r % 8)), so the 8 rows
-// one ldmatrix matrix reads fall in 8 different bank groups.
+// A K and a V tile of 128-byte key rows, swizzled as dev::swz.
 struct KvTile {
   uint4 k[kTileKeys * 8], v[kTileKeys * 8];
 };
 constexpr size_t kRingBytes = sizeof(KvTile) * kWarps * kStages;  // dynamic shared memory of a block
 static_assert(kRingBytes <= 48 * 1024, "above 48 KB the launch needs the opt-in attribute");
-__device__ __forceinline__ int swz(int key, int chunk) { return key * 8 + (chunk ^ (key & 7)); }
 
 // Split blocks of each (token, kv head) that have stored their partials; the last one merges and
 // resets its counter to 0, so the counters are zero between calls.
@@ -43,11 +44,6 @@ __device__ __forceinline__ float sink_log2(const AttentionParams& p, int h) {
                       : __bfloat162float(static_cast<const __nv_bfloat16*>(p.sinks)[h])) * kLog2e;
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: 2^-22 relative, exp2(-inf) = 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // (x, y) as BF16 pairs hi + residual: x = hi.x + res.x to ~2^-16 relative (BF16 alone: 2^-9).
 __device__ __forceinline__ void split_bf16x2(float x, float y, uint32_t& hi, uint32_t& res) {

@@ -54,6 +54,20 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float* f) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// ---- attention helpers (decode and prefill kernels) ---------------------------------------------
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: 2^-22 relative, exp2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A tile of 128-byte rows (K, V or Q) in shared memory: row r keeps its 8 chunks of 16 bytes at
+// r*8 + (chunk ^ (r % 8)), so the 8 rows one ldmatrix matrix reads fall in 8 different bank groups;
+// at a 1024-byte aligned base it is exactly the 128-byte swizzle that wgmma descriptors describe.
+__device__ __forceinline__ int swz(int row, int chunk) { return row * 8 + (chunk ^ (row & 7)); }
+
 // ---- tensor-core PTX wrappers (sm_80+: cp.async, ldmatrix, mma.sync m16n8k16) -------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
