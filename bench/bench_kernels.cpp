@@ -1,8 +1,9 @@
 // bench_kernels: times the batch-1 decode kernels (MoE MXFP4 GEMV, dense GEMV, attention decode)
 // as CUDA-graph replays over weights rotated past L2, and prints achieved GB/s against the
 // device-to-device copy bandwidth measured first; then the prefill attention kernels (TFLOP/s) and
-// both attention paths at small T (the dispatch threshold). Usage: bench_kernels [attention|prefill]
-// (`attention`: the decode-attention rows only; `prefill`: the prefill attention rows only).
+// both attention paths at small T (the dispatch threshold). Usage: bench_kernels [attention|prefill|moe]
+// (`attention`: the decode-attention rows only; `prefill`: the prefill attention rows only; `moe`:
+// the MoE GEMV row only).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -233,6 +234,7 @@ void bench_attention_prefill() {
 int main(int argc, char** argv) {
   const bool attention_only = argc > 1 && std::string(argv[1]) == "attention";
   const bool prefill_only = argc > 1 && std::string(argv[1]) == "prefill";
+  const bool moe_only = argc > 1 && std::string(argv[1]) == "moe";
   if (!ops::cuda_available()) {
     std::printf("bench_kernels: no CUDA device\n");
     return 0;
@@ -243,6 +245,11 @@ int main(int argc, char** argv) {
   std::printf("device: %s, copy bandwidth (read+write): %.0f GB/s\n\n", prop.name, g_copy_gbs);
   if (prefill_only) {
     bench_attention_prefill();
+    return 0;
+  }
+  if (moe_only) {
+    std::printf("| kernel (batch 1) | us/call | MB/call | GB/s | of copy |\n|---|---|---|---|---|\n");
+    bench_moe();
     return 0;
   }
   std::printf("| kernel (batch 1) | us/call | MB/call | GB/s | of copy |\n|---|---|---|---|---|\n");

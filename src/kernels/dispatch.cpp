@@ -428,6 +428,14 @@ std::string prefill_attention_kernel() {
 #endif
   return "bf16_attention_prefill (tiled, mma.sync)";
 }
+std::string grouped_bf16_gemms() {
+#ifdef MXSERVE_HAVE_CUDA
+  if (cuda::moe_grouped_wgmma_available())
+    return "BF16 activations on mma.sync (128-pair tiles from 64 pairs per expert on average, else 64), on wgmma "
+           "from 128 pairs per expert (weights decoded into the A registers)";
+#endif
+  return "BF16 activations on mma.sync, 128-pair tiles from 64 pairs per expert on average, else 64";
+}
 }  // namespace
 
 std::vector<std::string> dispatch_summary(Device device) {
@@ -447,7 +455,7 @@ std::vector<std::string> dispatch_summary(Device device) {
                   g_moe_activation == MoeActivation::FP8 ? "expand + e4m3_mxfp4w_moe_grouped" : "bf16_mxfp4w_moe_grouped",
                   g_moe_activation == MoeActivation::FP8
                       ? "FP8 E4M3 activations with per-32 E8M0 scales, 64-pair tiles"
-                      : "BF16 activations, 128-pair tiles from 64 pairs per expert on average, else 64"),
+                      : grouped_bf16_gemms()),
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> {}, else bf16_attention_decode (split "
                   "over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq, prefill_attention_kernel()),

@@ -128,8 +128,26 @@ std::vector<float> run_cpu(const Experts& ex, const Inputs& in,
   return host_floats(res);
 }
 
-TEST(CudaMoeGrouped, GptOss120bSizesT2048) {
-  MX_REQUIRE_CUDA();
+// The BF16 tests run both GEMM kernels: mma.sync (every target) and wgmma (sm_90a builds on
+// Hopper; skipped visibly elsewhere).
+enum class Gemm { kMmaSync, kWgmma };
+
+class CudaMoeGrouped : public ::testing::TestWithParam<Gemm> {
+ protected:
+  void SetUp() override {
+    MX_REQUIRE_CUDA();
+    if (GetParam() == Gemm::kWgmma && !cuda::moe_grouped_wgmma_available())
+      GTEST_SKIP() << "no sm_90a code for this device: the wgmma grouped GEMMs are not built for it";
+    cuda::set_moe_grouped_kernel(GetParam() == Gemm::kWgmma ? cuda::GroupedKernel::kWgmma
+                                                            : cuda::GroupedKernel::kMmaSync);
+  }
+  void TearDown() override { cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kAuto); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Gemms, CudaMoeGrouped, ::testing::Values(Gemm::kMmaSync, Gemm::kWgmma),
+                         [](const auto& info) { return info.param == Gemm::kWgmma ? "wgmma" : "mma_sync"; });
+
+TEST_P(CudaMoeGrouped, GptOss120bSizesT2048) {
   const Shape s{2048, 2880, 2880, 128, 4};
   const Experts ex = make_experts(s, 1000);
   const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 1010), 1020);
@@ -142,8 +160,7 @@ TEST(CudaMoeGrouped, GptOss120bSizesT2048) {
   EXPECT_EQ(run_gpu(ex, in, Path::Dispatch), gpu) << "two runs must agree bitwise";
 }
 
-TEST(CudaMoeGrouped, OddSmallSizes) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaMoeGrouped, OddSmallSizes) {
   // N tails (2F or D not a multiple of 128), an odd number of 32-blocks per row (F=96, 160),
   // one token, K=8, tiles of 1..64 rows; the last three (64 pairs per expert or more on average)
   // take the 128-row tiles: full, partial and nearly empty ones.
@@ -160,8 +177,7 @@ TEST(CudaMoeGrouped, OddSmallSizes) {
 
 // E8M0 scales around and above 128 (2^1..2^5): lanes of one warp with and without the second
 // factor of the MXFP4 decode, with 64-row (T=60) and 128-row (T=150) tiles.
-TEST(CudaMoeGrouped, ScalesAbove128) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaMoeGrouped, ScalesAbove128) {
   for (const Shape& s : {Shape{60, 128, 96, 4, 2}, Shape{150, 128, 96, 4, 2}}) {
     const Experts ex = make_experts(s, 2500, /*host=*/true, /*scale_shift=*/10);
     const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2510), 2520);
@@ -171,8 +187,7 @@ TEST(CudaMoeGrouped, ScalesAbove128) {
   }
 }
 
-TEST(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {
-  MX_REQUIRE_CUDA();
+TEST_P(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {
   const Shape s{300, 2880, 2880, 32, 4};
   const Experts ex = make_experts(s, 3000);
   {  // experts 16..31 receive no tokens
@@ -199,7 +214,7 @@ TEST(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {
   }
 }
 
-TEST(CudaMoeGrouped, DispatchThreshold) {
+TEST(CudaMoeGroupedDispatch, Threshold) {
   MX_REQUIRE_CUDA();
   for (const int64_t T : {kThreshold, kThreshold + 1}) {
     const Shape s{T, 2880, 2880, 32, 4};
@@ -285,12 +300,12 @@ TEST(CudaMoeGroupedFp8, ProcessSettingSelectsThePath) {
 
 // Times the per-(token, slot) GEMVs (cuda::moe) and the grouped path (cuda::moe_grouped) at 120b
 // sizes; eight id sets rotate so that routed experts change between calls. Prints a table.
-TEST(CudaMoeGrouped, DISABLED_ThresholdSweep) {
+TEST(CudaMoeGroupedSweep, DISABLED_ThresholdSweep) {
   MX_REQUIRE_CUDA();
 #ifdef MXSERVE_HAVE_CUDA
   const Shape big{2048, 2880, 2880, 128, 4};
   const Experts ex = make_experts(big, 5000, /*host=*/false);
-  std::printf("| T | gemv us | grouped us | grouped fp8 us |\n|---|---|---|---|\n");
+  std::printf("| T | gemv us | grouped us | grouped mma.sync us | grouped fp8 us |\n|---|---|---|---|---|\n");
   for (const int64_t T : {1, 8, 32, 48, 56, 64, 80, 128, 512, 2048}) {
     const Shape s{T, big.D, big.F, big.E, big.K};
     std::vector<Inputs> sets;
@@ -308,12 +323,15 @@ TEST(CudaMoeGrouped, DISABLED_ThresholdSweep) {
       return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     };
     const double g = T <= 128 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
-    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });  // kAuto
+    cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kMmaSync);
+    const double qm = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+    cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kAuto);
     const double q8 = time_us([](ops::MoeArgs a) {
       a.activation = ops::MoeActivation::FP8;
       return cuda::moe_grouped(a);
     });
-    std::printf("| %lld | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, q8);
+    std::printf("| %lld | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, qm, q8);
   }
 #endif
 }

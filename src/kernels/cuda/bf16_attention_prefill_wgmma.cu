@@ -6,10 +6,7 @@
 // registers, V from shared memory), so the softmax of one tile runs while the tensor cores finish
 // the other's P V. Layout and pipeline: docs/KERNELS.md, "Attention for many tokens".
 #include "kernels/cuda/attention_prefill.cuh"
-
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define MX_HAVE_WGMMA 1
-#endif
+#include "kernels/cuda/wgmma.cuh"
 
 namespace mx::cuda::kern {
 namespace {
@@ -30,22 +27,10 @@ constexpr size_t kSmemBytes = 1024 + kQBytes + size_t(2) * kStages * kTileBytes 
 static_assert(kRows == kWarps * 16 * kMT, "the warps cover the block's rows");
 
 #ifdef MX_HAVE_WGMMA
-// Shared-memory matrix descriptor (sm_90 wgmma): start address, leading byte offset, 8-row groups
-// 1024 bytes apart, 128-byte swizzle. For the K-major Q and K tiles (a k16 step = +32 bytes) the
-// leading offset is unused (1); for the MN-major V tile (a k16 step = 16 keys = +2048 bytes) it is
-// the distance to columns 64..127, where the ones region stands in. All with 128-byte rows
-// swizzled as swz() and 1024-byte aligned bases.
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo = 16) {
-  return uint64_t((addr & 0x3ffffu) >> 4) | (uint64_t((lbo & 0x3ffffu) >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
+using dev::desc_sw128, dev::fence_proxy_async, dev::wgmma_commit, dev::wgmma_fence, dev::wgmma_wait;
+// Descriptors (wgmma.cuh): the K-major Q and K tiles step +32 bytes per k16; for the MN-major V tile
+// (a k16 step = 16 keys = +2048 bytes) the leading offset is the distance to columns 64..127, where
+// the ones region stands in.
 // Keeps the compiler from moving reads or writes of an accumulator across the waits above.
 __device__ __forceinline__ void fence_operands(Frag<kMT>& d) {
 #pragma unroll
@@ -85,9 +70,6 @@ __device__ __forceinline__ void wgmma_rs_mn72(Frag<kMT>& d, float (&e)[4], const
 }
 #undef MX_WGMMA_D
 #undef MX_WGMMA_D_ARGS
-
-// cp.async wrote the tiles through the generic proxy; wgmma reads them through the async proxy.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // The block's Q rows (row = token·G + head of the tile) into shared memory, swizzled like K.
 __device__ __forceinline__ void load_q(const AttentionPrefillParams& p, int2 tile, int g, int G, uint4* qs) {

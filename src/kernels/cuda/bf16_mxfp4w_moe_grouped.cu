@@ -6,10 +6,12 @@
 // rows in slot order into the residual. Runs on sm_80 and later (cp.async, mma.sync m16n8k16). The FP8
 // activation mode (expand + quantize, FP8 GEMMs) is e4m3_mxfp4w_moe_grouped.cu, between the same
 // routing and finalize.
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/moe_grouped_bf16.cuh"
 
 namespace mx::cuda::kern {
 namespace {
+
+using namespace grouped_bf16;
 
 constexpr int kBN = 128;           // output features per block
 constexpr int kBK = 64;            // reduction elements per stage: two MXFP4 blocks per weight row
@@ -32,42 +34,6 @@ struct Shape {
   static_assert((kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
 };
 static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128, "the GEMM shapes below");
-
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<uint32_t*>(&r);
-}
-
-// ---- MXFP4 -> BF16 ---------------------------------------------------------------------------
-// One 32-bit word of an MXFP4 block (8 elements) -> 4 BF16 pairs in element order, exactly. Each
-// E2M1 code s.e1e0.m is moved to BF16 bits 15 and 8..6, where it reads as value * 2^-126 (0.5
-// becomes a BF16 subnormal); multiplying by 2^(scale - 1) (and, for scales above 128, by
-// 2^(scale - 128) once more: `fix_big`) is a power-of-two scaling, hence exact, and gives
-// value * 2^(scale - 127).
-__device__ __forceinline__ uint32_t bf16x2_pow2(uint32_t f) { return (f << 7) | (f << 23); }  // 2^(f-127) twice
-__device__ __forceinline__ uint32_t mxfp4_factor1(uint32_t scale) {  // 2^(scale-1), or 2^127 above 128
-  return bf16x2_pow2(scale > 128 ? 254u : scale + 126);
-}
-__device__ __forceinline__ uint32_t mxfp4_factor2(uint32_t scale) {  // 2^(scale-128) above 128, else 1
-  return bf16x2_pow2(scale > 128 ? scale - 1 : 127u);
-}
-__device__ __forceinline__ void decode_word_bf16(uint32_t q, uint32_t m1, uint32_t (&out)[4]) {
-  const uint32_t qs = q >> 4;
-  // byte b of q holds elements 2b (low nibble) and 2b+1 (high nibble): low nibble of byte b of q
-  // into bits 0..3, low nibble of byte b of q>>4 (= the high nibble) into bits 16..19.
-  const uint32_t sel[4] = {0x4400u, 0x5511u, 0x6622u, 0x7733u};
-#pragma unroll
-  for (int b = 0; b < 4; ++b) {
-    const uint32_t u = __byte_perm(q, qs, sel[b]) << 6;
-    out[b] = bf16x2_mul((u & 0x01c001c0u) | ((u << 6) & 0x80008000u), m1);
-  }
-}
-// The second factor where a scale exceeds 128 (rare: weights of magnitude >= 2^2); the caller
-// branches once per warp, not per pair.
-__device__ __forceinline__ void fix_big(uint32_t m2, uint32_t (&out)[4]) {
-#pragma unroll
-  for (int b = 0; b < 4; ++b) out[b] = bf16x2_mul(out[b], m2);
-}
 
 // ---- routing ---------------------------------------------------------------------------------
 // One block: per-expert counts, offsets and the tile list, then each pair's sorted position. The
@@ -263,20 +229,7 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_gr
       for (int ni = 0; ni < kNT; ++ni) {
         const int n = n0 + warp * kWarpCols + ni * 8 + 2 * c;
         if (n >= N) continue;
-        const float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
-        if constexpr (kGateUp) {
-          const __nv_bfloat16* bias = static_cast<const __nv_bfloat16*>(p.gu_bias) + int64_t(e) * N;
-          float gate = v0 + __bfloat162float(bias[n]);
-          float up = v1 + __bfloat162float(bias[n + 1]);
-          gate = fminf(gate, p.limit);               // gate: upper clamp only
-          up = fminf(fmaxf(up, -p.limit), p.limit);  // up: both sides
-          const float out = gate / (1.0f + expf(-p.alpha * gate)) * (up + 1.0f);  // g·σ(αg)·(u+1)
-          static_cast<__nv_bfloat16*>(p.act)[pos * p.F + n / 2] = __float2bfloat16(out);
-        } else {
-          const __nv_bfloat16* bias = static_cast<const __nv_bfloat16*>(p.dn_bias) + int64_t(e) * N;
-          *reinterpret_cast<float2*>(p.y + pos * p.D + n) =
-              make_float2(v0 + __bfloat162float(bias[n]), v1 + __bfloat162float(bias[n + 1]));
-        }
+        store_pair<kGateUp>(p, e, N, pos, n, acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1], n / 2);
       }
     }
 }
@@ -350,6 +303,7 @@ cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t 
   if (!tile_ok) return cudaErrorInvalidValue;
   bf16_mxfp4w_moe_grouped_route<<<1, kRouteThreads, 0, s>>>(p);
   const cudaError_t err = p.fp8                              ? run_e4m3_mxfp4w_moe_grouped_gemms(p, s)
+                          : p.xp                             ? run_bf16_mxfp4w_moe_grouped_wgmma_gemms(p, s)
                           : p.tile_m == kGroupedTallTileM ? launch_gemms<Shape<8>>(p, s)
                                                              : launch_gemms<Shape<4>>(p, s);
   if (err != cudaSuccess) return err;

@@ -46,6 +46,11 @@ bool moe_router_fused_supported(const ops::MoeRouterArgs& a);  // the fused kern
 Status moe(const ops::MoeArgs& a);
 bool moe_selects_supported(const ops::MoeArgs& a);  // moe can select from a.logits (E <= kTopkMaxExperts)
 Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)
+// The BF16 grouped GEMMs: wgmma where this build's sm_90a code runs on the device (kAuto), else
+// mma.sync. A process setting so that tests and benches can pin one under ops::moe.
+enum class GroupedKernel { kAuto, kMmaSync, kWgmma };
+void set_moe_grouped_kernel(GroupedKernel k);
+bool moe_grouped_wgmma_available();
 
 // utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)
 Status fill_random(const ops::FillRandomArgs& a);

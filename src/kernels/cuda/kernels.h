@@ -224,6 +224,8 @@ struct MoeGroupedParams {
   uint8_t* xs;          // (P, D/32) e8m0
   uint8_t* actq;        // (P, F) e4m3: SwiGLU output, quantized in the gate_up epilogue
   uint8_t* act_scales;  // (P, F/32) e8m0
+  // The wgmma GEMMs (bf16_mxfp4w_moe_grouped_wgmma.cu) when set; act is then in their permuted k order.
+  void* xp;  // (T, D) bf16: x with every 64-wide stage permuted
   int64_t T;
   int D, F, E, K, max_tiles;
   int tile_m;  // rows per tile: kGroupedTileM, or kGroupedTallTileM (BF16 only)
@@ -236,5 +238,9 @@ size_t moe_grouped_e4m3_smem_bytes();                // and of the FP8 ones
 // route -> BF16 gather-GEMMs, or (fp8) expand+quantize -> FP8 GEMMs -> finalize.
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s);
 cudaError_t run_e4m3_mxfp4w_moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s);  // sm_89+
+// The BF16 GEMMs on wgmma (needs p.xp): this build holds sm_90a code for the device.
+bool moe_grouped_wgmma_available();
+size_t moe_grouped_wgmma_smem_bytes(int tile_m);
+cudaError_t run_bf16_mxfp4w_moe_grouped_wgmma_gemms(const MoeGroupedParams& p, cudaStream_t s);
 
 }  // namespace mx::cuda::kern

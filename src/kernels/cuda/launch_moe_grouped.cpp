@@ -11,7 +11,14 @@ constexpr size_t kAlign = 256;
 // T = 2048 (64 pairs per expert) 2550 us with 64-pair tiles, 2490 with 128; T = 512 (16 per
 // expert) 1340 and 1567 us (PERFORMANCE.md "MoE prefill: weights decoded into the mma fragments").
 constexpr int64_t kTallTileMinPairsPerExpert = 64;
+// The wgmma GEMMs from this many pairs per expert on average (full 128-pair tiles), mma.sync below.
+// H100 (PERFORMANCE.md, run 10): one 120b layer (E = 128), route + GEMMs + finalize, at T = 2048
+// (64 pairs per expert) 2797 us on wgmma vs 2490, T = 512: 1709 vs 1270; 20b (E = 32) pp2048 (256
+// pairs per expert) 38,407 vs 34,965 t/s.
+constexpr int64_t kWgmmaMinPairsPerExpert = 128;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+cuda::GroupedKernel g_kernel = cuda::GroupedKernel::kAuto;
 
 Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   const int64_t T = a.x.dim(0);
@@ -35,7 +42,14 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
            "bf16_mxfp4w_moe_grouped: x, residual and the expert blocks must be 16-byte aligned");
   const int tile_m =
       !fp8 && T * K >= kTallTileMinPairsPerExpert * E ? kern::kGroupedTallTileM : kern::kGroupedTileM;
-  const size_t smem = fp8 ? kern::moe_grouped_e4m3_smem_bytes() : kern::moe_grouped_smem_bytes(tile_m);
+  // BF16 GEMMs on wgmma where this build's sm_90a code runs on the device (kAuto), else mma.sync.
+  MX_CHECK(fp8 || g_kernel != cuda::GroupedKernel::kWgmma || kern::moe_grouped_wgmma_available(),
+           "bf16_mxfp4w_moe_grouped_wgmma: this build has no sm_90a code for this device");
+  const bool wgmma = !fp8 && g_kernel != cuda::GroupedKernel::kMmaSync && kern::moe_grouped_wgmma_available() &&
+                     (g_kernel == cuda::GroupedKernel::kWgmma || T * K >= kWgmmaMinPairsPerExpert * E);
+  const size_t smem = fp8     ? kern::moe_grouped_e4m3_smem_bytes()
+                      : wgmma ? kern::moe_grouped_wgmma_smem_bytes(tile_m)
+                              : kern::moe_grouped_smem_bytes(tile_m);
   MX_CHECK(smem <= max_smem_per_block(), "bf16_mxfp4w_moe_grouped: needs {} bytes of shared memory, device has {}",
            smem, max_smem_per_block());
   MX_CHECK(!fp8 || compute_capability() >= 89,
@@ -49,12 +63,14 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   if (T == 0) return ok_status();
 
   // Scratch: pair_at, pos_of_pair (P i32), tiles (int4), num_tiles, act (P, F) bf16, y (P, D) f32;
-  // with fp8, act holds actq (P, F) and its scales (P, F/32) instead, then xq (P, D), xs (P, D/32).
+  // with fp8, act holds actq (P, F) and its scales (P, F/32) instead, then xq (P, D), xs (P, D/32);
+  // with wgmma, xp (T, D) bf16 (x with permuted k) where xq would be.
   const size_t P = size_t(T) * size_t(K);
   const size_t off_pos = aligned(P * 4), off_tiles = off_pos + aligned(P * 4);
   const size_t off_num = off_tiles + aligned(size_t(max_tiles) * 16), off_act = off_num + kAlign;
   const size_t off_y = off_act + aligned(P * size_t(F) * 2), off_xq = off_y + aligned(P * size_t(D) * 4);
-  const size_t off_xs = off_xq + aligned(P * size_t(D)), total = fp8 ? off_xs + aligned(P * size_t(D / 32)) : off_xq;
+  const size_t off_xs = off_xq + aligned(P * size_t(D));
+  const size_t total = fp8 ? off_xs + aligned(P * size_t(D / 32)) : wgmma ? off_xq + aligned(size_t(T) * D * 2) : off_xq;
   void* ws;
   MX_ASSIGN(ws, workspace(total));
   char* w = static_cast<char*>(ws);
@@ -69,13 +85,18 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
       .xq = fp8 ? reinterpret_cast<uint8_t*>(w + off_xq) : nullptr,
       .xs = fp8 ? reinterpret_cast<uint8_t*>(w + off_xs) : nullptr,
       .actq = fp8 ? reinterpret_cast<uint8_t*>(w + off_act) : nullptr,
-      .act_scales = fp8 ? reinterpret_cast<uint8_t*>(w + off_act + P * size_t(F)) : nullptr, .T = T, .D = D, .F = F,
+      .act_scales = fp8 ? reinterpret_cast<uint8_t*>(w + off_act + P * size_t(F)) : nullptr,
+      .xp = wgmma ? w + off_xq : nullptr, .T = T, .D = D, .F = F,
       .E = E, .K = K, .max_tiles = max_tiles, .tile_m = tile_m, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha,
       .fp8 = fp8};
-  return kernel_status("bf16_mxfp4w_moe_grouped", kern::run_bf16_mxfp4w_moe_grouped(p, stream()));
+  return kernel_status(wgmma ? "bf16_mxfp4w_moe_grouped_wgmma" : "bf16_mxfp4w_moe_grouped",
+                       kern::run_bf16_mxfp4w_moe_grouped(p, stream()));
 }
 
 }  // namespace
+
+void set_moe_grouped_kernel(GroupedKernel k) { g_kernel = k; }
+bool moe_grouped_wgmma_available() { return kern::moe_grouped_wgmma_available(); }
 
 Status moe_grouped(const ops::MoeArgs& a) {
   return launch_bf16_mxfp4w_moe_grouped(a, a.activation == ops::MoeActivation::FP8);
