@@ -431,8 +431,9 @@ std::string prefill_attention_kernel() {
 std::string grouped_bf16_gemms() {
 #ifdef MXSERVE_HAVE_CUDA
   if (cuda::moe_grouped_wgmma_available())
-    return "BF16 activations on mma.sync (128-pair tiles from 64 pairs per expert on average, else 64), on wgmma "
-           "from 128 pairs per expert (weights decoded into the A registers)";
+    return fmt::format("BF16 activations on wgmma from {} pairs per expert on average (128-pair tiles, weights "
+                       "decoded into the A registers), else mma.sync with 64-pair tiles",
+                       cuda::moe_grouped_wgmma_min_pairs_per_expert());
 #endif
   return "BF16 activations on mma.sync, 128-pair tiles from 64 pairs per expert on average, else 64";
 }

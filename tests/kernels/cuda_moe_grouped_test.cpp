@@ -305,7 +305,7 @@ TEST(CudaMoeGroupedSweep, DISABLED_ThresholdSweep) {
 #ifdef MXSERVE_HAVE_CUDA
   const Shape big{2048, 2880, 2880, 128, 4};
   const Experts ex = make_experts(big, 5000, /*host=*/false);
-  std::printf("| T | gemv us | grouped us | grouped mma.sync us | grouped fp8 us |\n|---|---|---|---|---|\n");
+  std::printf("| T | gemv us | grouped mma.sync us | grouped wgmma us | grouped fp8 us |\n|---|---|---|---|---|\n");
   for (const int64_t T : {1, 8, 32, 48, 56, 64, 80, 128, 512, 2048}) {
     const Shape s{T, big.D, big.F, big.E, big.K};
     std::vector<Inputs> sets;
@@ -323,15 +323,19 @@ TEST(CudaMoeGroupedSweep, DISABLED_ThresholdSweep) {
       return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     };
     const double g = T <= 128 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
-    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });  // kAuto
     cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kMmaSync);
-    const double qm = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+    double qw = 0.0;
+    if (cuda::moe_grouped_wgmma_available()) {
+      cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kWgmma);
+      qw = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+    }
     cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kAuto);
     const double q8 = time_us([](ops::MoeArgs a) {
       a.activation = ops::MoeActivation::FP8;
       return cuda::moe_grouped(a);
     });
-    std::printf("| %lld | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, qm, q8);
+    std::printf("| %lld | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, qw, q8);
   }
 #endif
 }

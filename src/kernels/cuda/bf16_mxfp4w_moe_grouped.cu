@@ -30,7 +30,9 @@ struct Shape {
   // A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity.
   static constexpr int kAChunks = kBM * 8, kStageChunks = kAChunks + kBChunks;
   static constexpr int kALoads = kAChunks / kThreads, kBLoads = kBChunks / kThreads;  // per thread and stage
-  static constexpr int kSmemBytes = kStages * kStageChunks * int(sizeof(uint4));  // the ring
+  static constexpr int kRingBytes = kStages * kStageChunks * int(sizeof(uint4));
+  // the ring, then the block's scale bytes (kBN rows x G)
+  static size_t smem_bytes(int G) { return size_t(kRingBytes) + size_t(kBN) * G; }
   static_assert((kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
 };
 static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128, "the GEMM shapes below");
@@ -146,17 +148,16 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_gr
     }
   };
   // The lane's scales: rows kWarpCols·warp + 8·ni + g, block 2kt + c/2 of stage kt (127 past the rows or
-  // blocks: the zero-filled bytes decode to 0), loaded two stages ahead.
-  int s_row[kNT];  // offsets of the lane's scales (block c/2), -1 past N
+  // blocks: the zero-filled bytes decode to 0), from the block's scale bytes (joining stage 0's loads).
+  const int rows_n = min(kBN, N - n0);
+  uint8_t* ss = reinterpret_cast<uint8_t*>(smem) + L::kRingBytes;
+  stage_block_scales<L::kThreads>(wscales + int64_t(n0) * G, rows_n * G, ss);
+  auto scales_of = [&](int kt, uint32_t (&sc)[kNT]) {
 #pragma unroll
-  for (int ni = 0; ni < kNT; ++ni) {
-    const int n = n0 + kWarpCols * warp + 8 * ni + g;
-    s_row[ni] = n < N ? n * G + c / 2 : -1;
-  }
-  auto load_scales = [&](int kt, uint32_t (&sc)[kNT]) {
-#pragma unroll
-    for (int ni = 0; ni < kNT; ++ni)
-      sc[ni] = s_row[ni] >= 0 && 2 * kt + c / 2 < G ? uint32_t(__ldg(wscales + s_row[ni] + 2 * kt)) : 127u;
+    for (int ni = 0; ni < kNT; ++ni) {
+      const int r = kWarpCols * warp + 8 * ni + g;
+      sc[ni] = r < rows_n && 2 * kt + c / 2 < G ? uint32_t(ss[r * G + 2 * kt + c / 2]) : 127u;
+    }
   };
 
   float acc[kMT][kNT][4] = {};
@@ -196,9 +197,6 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_gr
     }
   };
 
-  uint32_t sc_cur[kNT], sc_next[kNT];
-  load_scales(0, sc_cur);
-  load_scales(1, sc_next);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {  // one commit group per stage, empty past the last
     if (s < KT) load_stage(s);
@@ -210,9 +208,7 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_gr
     if (kt + kStages - 1 < KT) load_stage(kt + kStages - 1);
     dev::cp_async_commit();
     uint32_t sc[kNT];
-#pragma unroll
-    for (int ni = 0; ni < kNT; ++ni) sc[ni] = sc_cur[ni], sc_cur[ni] = sc_next[ni];
-    load_scales(kt + 2, sc_next);
+    scales_of(kt, sc);
     compute(kt, sc);
   }
 
@@ -275,14 +271,15 @@ int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m) {
   return int((P + tile_m - 1) / tile_m + (P < E ? P : E));
 }
 
-size_t moe_grouped_smem_bytes(int tile_m) {
-  return size_t(tile_m == kGroupedTallTileM ? Shape<8>::kSmemBytes : Shape<4>::kSmemBytes);
+size_t moe_grouped_smem_bytes(int tile_m, int D, int F) {
+  const int G = (D > F ? D : F) / 32;
+  return tile_m == kGroupedTallTileM ? Shape<8>::smem_bytes(G) : Shape<4>::smem_bytes(G);
 }
 
 namespace {
 template <typename L>
 cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
-  constexpr int smem = L::kSmemBytes;
+  const int smem = int(L::smem_bytes((p.D > p.F ? p.D : p.F) / 32));
   cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<true, L>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err == cudaSuccess)

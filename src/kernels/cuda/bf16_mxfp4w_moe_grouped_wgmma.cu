@@ -8,6 +8,8 @@
 // (moe_grouped_k_slot): x is permuted once per call (bf16_moe_grouped_permute_x) and gate_up writes
 // act in the permuted order that down reads. Layout and pipeline: docs/KERNELS.md, "MoE for many
 // tokens".
+#include <algorithm>
+
 #include "kernels/cuda/moe_grouped_bf16.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -27,7 +29,9 @@ template <int kN>  // pairs per tile: 64 or 128
 struct Layout {
   static constexpr int kXBytes = kN * 128;              // kN pair rows of 64 BF16, 128-byte swizzle
   static constexpr int kStageBytes = kXBytes + kWBytes;  // a multiple of 1024: every X tile aligned
-  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes;  // + alignment slack
+  static constexpr int kRingBytes = kStages * kStageBytes;
+  // + alignment slack + the block's scale bytes (128 rows x G, loaded once per block)
+  static size_t smem_bytes(int G) { return 1024 + size_t(kRingBytes) + size_t(kBlockRows) * G; }
 };
 
 // Position of element o (0..63) of a 64-wide stage in the permuted order. k16 step s of the stage
@@ -153,18 +157,17 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
     dev::cp_async16(reinterpret_cast<uint4*>(st + L::kXBytes) + wdst, wblocks + (ok ? int64_t(wn) * G + blk : 0), ok);
   };
 
-  // The thread's weight rows (local to the block) and their scale rows; 127 past N or G (the
-  // zero-filled bytes decode to 0 whatever the scale).
-  const int lr0 = 64 * wg + 16 * warp + 2 * g;
-  int s_row[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) s_row[r] = n0 + lr0 + r < N ? (n0 + lr0 + r) * G : -1;
-  auto load_scales = [&](int kt, uint32_t (&sc)[4]) {  // [2 row + block]
+  // The block's scale bytes (rows n0.. below N) join stage 0's loads. The thread's weight rows
+  // (local to the block); scale 127 past N or G (the zero-filled bytes decode to 0 whatever the scale).
+  const int lr0 = 64 * wg + 16 * warp + 2 * g, rows_n = min(kBlockRows, N - n0);
+  uint8_t* ss = smem + L::kRingBytes;
+  stage_block_scales<kThreads>(wscales + int64_t(n0) * G, rows_n * G, ss);
+  auto scales_of = [&](int kt, uint32_t (&sc)[4]) {  // [2 row + block]
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        sc[2 * r + h] = s_row[r] >= 0 && 2 * kt + h < G ? uint32_t(__ldg(wscales + s_row[r] + 2 * kt + h)) : 127u;
+        sc[2 * r + h] = lr0 + r < rows_n && 2 * kt + h < G ? uint32_t(ss[(lr0 + r) * G + 2 * kt + h]) : 127u;
   };
 
   Acc acc[kNT];
@@ -175,9 +178,6 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[nt][n][i] = 0.0f;
 
-  uint32_t sc_cur[4], sc_next[4];
-  load_scales(0, sc_cur);
-  load_scales(1, sc_next);
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {  // one commit group per stage, empty past the last
     if (s < KT) load_stage(s);
@@ -195,9 +195,7 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
     if (kt + kStages - 2 < KT) load_stage(kt + kStages - 2);
     dev::cp_async_commit();
     uint32_t sc[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) sc[i] = sc_cur[i], sc_cur[i] = sc_next[i];
-    load_scales(kt + 2, sc_next);
+    scales_of(kt, sc);
 
     const uint8_t* st = smem + (kt % kStages) * L::kStageBytes;
     bool big = false;
@@ -275,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1) bf16_mxfp4w_moe_grouped_wgmma(Moe
 
 template <int kN>
 cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
-  constexpr int smem = Layout<kN>::kSmemBytes;
+  const int smem = int(Layout<kN>::smem_bytes(std::max(p.D, p.F) / 32));
   cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_wgmma<true, kN>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err == cudaSuccess)
@@ -306,8 +304,9 @@ bool moe_grouped_wgmma_available() {
 #endif
 }
 
-size_t moe_grouped_wgmma_smem_bytes(int tile_m) {
-  return size_t(tile_m == kGroupedTallTileM ? Layout<kGroupedTallTileM>::kSmemBytes : Layout<kGroupedTileM>::kSmemBytes);
+size_t moe_grouped_wgmma_smem_bytes(int tile_m, int D, int F) {
+  const int G = std::max(D, F) / 32;
+  return tile_m == kGroupedTallTileM ? Layout<kGroupedTallTileM>::smem_bytes(G) : Layout<kGroupedTileM>::smem_bytes(G);
 }
 
 cudaError_t run_bf16_mxfp4w_moe_grouped_wgmma_gemms(const MoeGroupedParams& p, cudaStream_t s) {

@@ -51,6 +51,7 @@ Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grou
 enum class GroupedKernel { kAuto, kMmaSync, kWgmma };
 void set_moe_grouped_kernel(GroupedKernel k);
 bool moe_grouped_wgmma_available();
+int moe_grouped_wgmma_min_pairs_per_expert();  // kAuto takes wgmma from this many pairs per expert
 
 // utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)
 Status fill_random(const ops::FillRandomArgs& a);

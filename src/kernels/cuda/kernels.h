@@ -233,14 +233,14 @@ struct MoeGroupedParams {
   bool fp8;
 };
 int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m);  // bound on the tile count
-size_t moe_grouped_smem_bytes(int tile_m);           // dynamic shared memory of the BF16 GEMM kernels
+size_t moe_grouped_smem_bytes(int tile_m, int D, int F);  // dynamic shared memory of the BF16 GEMM kernels
 size_t moe_grouped_e4m3_smem_bytes();                // and of the FP8 ones
 // route -> BF16 gather-GEMMs, or (fp8) expand+quantize -> FP8 GEMMs -> finalize.
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s);
 cudaError_t run_e4m3_mxfp4w_moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s);  // sm_89+
 // The BF16 GEMMs on wgmma (needs p.xp): this build holds sm_90a code for the device.
 bool moe_grouped_wgmma_available();
-size_t moe_grouped_wgmma_smem_bytes(int tile_m);
+size_t moe_grouped_wgmma_smem_bytes(int tile_m, int D, int F);
 cudaError_t run_bf16_mxfp4w_moe_grouped_wgmma_gemms(const MoeGroupedParams& p, cudaStream_t s);
 
 }  // namespace mx::cuda::kern

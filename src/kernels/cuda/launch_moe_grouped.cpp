@@ -11,11 +11,10 @@ constexpr size_t kAlign = 256;
 // T = 2048 (64 pairs per expert) 2550 us with 64-pair tiles, 2490 with 128; T = 512 (16 per
 // expert) 1340 and 1567 us (PERFORMANCE.md "MoE prefill: weights decoded into the mma fragments").
 constexpr int64_t kTallTileMinPairsPerExpert = 64;
-// The wgmma GEMMs from this many pairs per expert on average (full 128-pair tiles), mma.sync below.
-// H100 (PERFORMANCE.md, run 10): one 120b layer (E = 128), route + GEMMs + finalize, at T = 2048
-// (64 pairs per expert) 2797 us on wgmma vs 2490, T = 512: 1709 vs 1270; 20b (E = 32) pp2048 (256
-// pairs per expert) 38,407 vs 34,965 t/s.
-constexpr int64_t kWgmmaMinPairsPerExpert = 128;
+// The wgmma GEMMs from this many pairs per expert on average (the 128-pair tiles), mma.sync below.
+// H100 (PERFORMANCE.md, run 10), one 120b layer (E = 128), route + GEMMs + finalize: T = 2048 (64
+// pairs per expert) 2217 us on wgmma vs 2513 on mma.sync; T = 512 (16 per expert) 1497 vs 1225.
+constexpr int64_t kWgmmaMinPairsPerExpert = 64;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 cuda::GroupedKernel g_kernel = cuda::GroupedKernel::kAuto;
@@ -48,8 +47,8 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   const bool wgmma = !fp8 && g_kernel != cuda::GroupedKernel::kMmaSync && kern::moe_grouped_wgmma_available() &&
                      (g_kernel == cuda::GroupedKernel::kWgmma || T * K >= kWgmmaMinPairsPerExpert * E);
   const size_t smem = fp8     ? kern::moe_grouped_e4m3_smem_bytes()
-                      : wgmma ? kern::moe_grouped_wgmma_smem_bytes(tile_m)
-                              : kern::moe_grouped_smem_bytes(tile_m);
+                      : wgmma ? kern::moe_grouped_wgmma_smem_bytes(tile_m, D, F)
+                              : kern::moe_grouped_smem_bytes(tile_m, D, F);
   MX_CHECK(smem <= max_smem_per_block(), "bf16_mxfp4w_moe_grouped: needs {} bytes of shared memory, device has {}",
            smem, max_smem_per_block());
   MX_CHECK(!fp8 || compute_capability() >= 89,
@@ -96,6 +95,7 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
 }  // namespace
 
 void set_moe_grouped_kernel(GroupedKernel k) { g_kernel = k; }
+int moe_grouped_wgmma_min_pairs_per_expert() { return int(kWgmmaMinPairsPerExpert); }
 bool moe_grouped_wgmma_available() { return kern::moe_grouped_wgmma_available(); }
 
 Status moe_grouped(const ops::MoeArgs& a) {

@@ -43,6 +43,21 @@ __device__ __forceinline__ void fix_big(uint32_t m2, uint32_t (&out)[4]) {
   for (int b = 0; b < 4; ++b) out[b] = bf16x2_mul(out[b], m2);
 }
 
+// The block's scale bytes (rows n0.. of the expert's matrix, `bytes` = rows x G: contiguous in the
+// checkpoint layout) into shared memory, read from there every stage: by cp.async where 16-byte
+// aligned (joining the caller's next commit group), else by plain loads; visible to the block after
+// the caller's next barrier. (Loading them from global memory two stages ahead stalled every stage
+// on the memory latency: PERFORMANCE.md run 10.)
+template <int kThreads>
+__device__ __forceinline__ void stage_block_scales(const uint8_t* src, int bytes, uint8_t* dst) {
+  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && bytes % 16 == 0) {
+    for (int c = threadIdx.x; c < bytes / 16; c += kThreads)
+      dev::cp_async16(dst + 16 * c, src + 16 * c, true);
+  } else {
+    for (int i = threadIdx.x; i < bytes; i += kThreads) dst[i] = src[i];
+  }
+}
+
 // Epilogue of one pair row (sorted position pos) and weight rows n, n + 1 (v0, v1: their products).
 // gate_up: (gate 2j, up 2j + 1) -> bias, clamped SwiGLU with the +1 -> act[pos][act_col] BF16 (the
 // caller's column of j); down: + bias -> y[pos][n, n + 1] FP32.
