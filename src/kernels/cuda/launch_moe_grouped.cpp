@@ -13,7 +13,7 @@ constexpr size_t kAlign = 256;
 constexpr int64_t kTallTileMinPairsPerExpert = 64;
 // The wgmma GEMMs from this many pairs per expert on average (the 128-pair tiles), mma.sync below.
 // H100 (PERFORMANCE.md, run 10), one 120b layer (E = 128), route + GEMMs + finalize: T = 2048 (64
-// pairs per expert) 2217 us on wgmma vs 2513 on mma.sync; T = 512 (16 per expert) 1497 vs 1225.
+// pairs per expert) 1803 us on wgmma vs 2481 on mma.sync; T = 512 (16 per expert) 1498 vs 1223.
 constexpr int64_t kWgmmaMinPairsPerExpert = 64;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
