@@ -279,18 +279,9 @@ size_t moe_grouped_smem_bytes(int tile_m, int D, int F) {
 namespace {
 template <typename L>
 cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
-  const int smem = int(L::smem_bytes((p.D > p.F ? p.D : p.F) / 32));
-  cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<true, L>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err == cudaSuccess)
-    err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_gemm<false, L>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               smem);
-  if (err != cudaSuccess) return err;
-  const dim3 grid_gu(unsigned((2 * p.F + kBN - 1) / kBN), unsigned(p.max_tiles));
-  bf16_mxfp4w_moe_grouped_gemm<true, L><<<grid_gu, L::kThreads, smem, s>>>(p);
-  const dim3 grid_dn(unsigned((p.D + kBN - 1) / kBN), unsigned(p.max_tiles));
-  bf16_mxfp4w_moe_grouped_gemm<false, L><<<grid_dn, L::kThreads, smem, s>>>(p);
-  return cudaGetLastError();
+  static_assert(kBN == 128, "launch_grouped_gemms: 128 output rows per block");
+  return launch_grouped_gemms(bf16_mxfp4w_moe_grouped_gemm<true, L>, bf16_mxfp4w_moe_grouped_gemm<false, L>,
+                              L::kThreads, int(L::smem_bytes((p.D > p.F ? p.D : p.F) / 32)), p, s);
 }
 }  // namespace
 

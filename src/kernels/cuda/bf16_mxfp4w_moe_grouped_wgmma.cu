@@ -276,20 +276,11 @@ __global__ void __launch_bounds__(kThreads, kN == 128 ? 2 : 1) bf16_mxfp4w_moe_g
 
 template <int kN>
 cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
-  const int smem = int(Layout<kN>::smem_bytes(std::max(p.D, p.F) / 32));
-  cudaError_t err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_wgmma<true, kN>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err == cudaSuccess)
-    err = cudaFuncSetAttribute(bf16_mxfp4w_moe_grouped_wgmma<false, kN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               smem);
-  if (err != cudaSuccess) return err;
+  static_assert(kBlockRows == 128, "launch_grouped_gemms: 128 output rows per block");
   const int64_t permute_threads = p.T * ((p.D + kBK - 1) / kBK);
   bf16_moe_grouped_permute_x<<<unsigned((permute_threads + 127) / 128), 128, 0, s>>>(p);
-  const dim3 grid_gu(unsigned((2 * p.F + kBlockRows - 1) / kBlockRows), unsigned(p.max_tiles));
-  bf16_mxfp4w_moe_grouped_wgmma<true, kN><<<grid_gu, kThreads, smem, s>>>(p);
-  const dim3 grid_dn(unsigned((p.D + kBlockRows - 1) / kBlockRows), unsigned(p.max_tiles));
-  bf16_mxfp4w_moe_grouped_wgmma<false, kN><<<grid_dn, kThreads, smem, s>>>(p);
-  return cudaGetLastError();
+  return launch_grouped_gemms(bf16_mxfp4w_moe_grouped_wgmma<true, kN>, bf16_mxfp4w_moe_grouped_wgmma<false, kN>,
+                              kThreads, int(Layout<kN>::smem_bytes(std::max(p.D, p.F) / 32)), p, s);
 }
 
 }  // namespace

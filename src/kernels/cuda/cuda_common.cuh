@@ -160,4 +160,18 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// The two GEMMs of a grouped MoE path (bf16_mxfp4w_moe_grouped*.cu, e4m3_mxfp4w_moe_grouped.cu), each
+// block 128 output rows of one pair tile: gate_up over (⌈2F/128⌉, max tiles), then down over
+// (⌈D/128⌉, max tiles), with `smem` bytes of opt-in shared memory.
+inline cudaError_t launch_grouped_gemms(void (*gate_up)(MoeGroupedParams), void (*down)(MoeGroupedParams),
+                                        int threads, int smem, const MoeGroupedParams& p, cudaStream_t s) {
+  constexpr int kRows = 128;
+  cudaError_t err = cudaFuncSetAttribute(gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err == cudaSuccess) err = cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  gate_up<<<dim3(unsigned((2 * p.F + kRows - 1) / kRows), unsigned(p.max_tiles)), threads, smem, s>>>(p);
+  down<<<dim3(unsigned((p.D + kRows - 1) / kRows), unsigned(p.max_tiles)), threads, smem, s>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace mx::cuda::kern

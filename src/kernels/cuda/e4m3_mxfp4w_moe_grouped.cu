@@ -325,20 +325,11 @@ cudaError_t run_e4m3_mxfp4w_moe_grouped_gemms(const MoeGroupedParams& p, cudaStr
   cudaError_t err = cudaFuncGetAttributes(&attr, e4m3_mxfp4w_moe_grouped_gemm<true>);
   if (err != cudaSuccess) return err;
   if (attr.binaryVersion < 89) return cudaErrorInvalidDeviceFunction;
-  const int smem = int(moe_grouped_e4m3_smem_bytes());
-  err = cudaFuncSetAttribute(e4m3_mxfp4w_moe_grouped_gemm<true>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err == cudaSuccess)
-    err = cudaFuncSetAttribute(e4m3_mxfp4w_moe_grouped_gemm<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               smem);
-  if (err != cudaSuccess) return err;
+  static_assert(kBN == 128, "launch_grouped_gemms: 128 output rows per block");
   const int64_t threads = p.T * p.K * (p.D / 32);
   bf16_moe_expand_e4m3<<<unsigned((threads + 255) / 256), 256, 0, s>>>(p);
-  const dim3 grid_gu(unsigned((2 * p.F + kBN - 1) / kBN), unsigned(p.max_tiles));
-  e4m3_mxfp4w_moe_grouped_gemm<true><<<grid_gu, kThreads, smem, s>>>(p);
-  const dim3 grid_dn(unsigned((p.D + kBN - 1) / kBN), unsigned(p.max_tiles));
-  e4m3_mxfp4w_moe_grouped_gemm<false><<<grid_dn, kThreads, smem, s>>>(p);
-  return cudaGetLastError();
+  return launch_grouped_gemms(e4m3_mxfp4w_moe_grouped_gemm<true>, e4m3_mxfp4w_moe_grouped_gemm<false>, kThreads,
+                              int(moe_grouped_e4m3_smem_bytes()), p, s);
 }
 
 }  // namespace mx::cuda::kern
