@@ -22,6 +22,7 @@ using namespace moe_gemv;
 constexpr int kGuWarps = 4;       // gate_up: warps per block
 constexpr int kWarpsPerSm = 16;  // resident warps the work split aims at (measured: 12, 20, 24 slower)
 constexpr int kMaxPairs = 64;    // row pairs per warp at most (bounds the down kernel's partials)
+constexpr int kXBatch = 4;       // gate_up: x words per thread loaded together (gpt-oss: 3 per thread)
 
 __device__ __forceinline__ float block_max(float v, float* red) {
   v = dev::warp_max(v);
@@ -85,22 +86,37 @@ __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, i
                          valid ? min(P, p.F - j0) : 0);
   st.prologue();  // weights stream while x is staged
 
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + t * p.D;
+  // x in batches of kXBatch words per thread, all loads of a batch in flight together.
+  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + t * p.D);
+  const int xw = p.D / 8;
   float m = 0.0f;
-  for (int w = threadIdx.x; w < p.D / 8; w += blockDim.x) {
-    float f[8];
-    dev::unpack_bf16x8(*reinterpret_cast<const uint4*>(x + 8 * w), f);
-    for (float v : f) m = fmaxf(m, fabsf(v));
+  for (int w0 = threadIdx.x; w0 < xw; w0 += kXBatch * blockDim.x) {
+    uint4 v[kXBatch];
+#pragma unroll
+    for (int u = 0; u < kXBatch; ++u) v[u] = w0 + u * blockDim.x < xw ? x[w0 + u * blockDim.x] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < kXBatch; ++u) {
+      float f[8];
+      dev::unpack_bf16x8(v[u], f);
+      for (float a : f) m = fmaxf(m, fabsf(a));
+    }
   }
   m = block_max(m, red);
   // m < 2^(em+1) -> m * 2^(14-em) < 2^15; clamped so that 2^s stays a normal float.
   const int s = m > 0.0f ? max(-100, min(100, 14 - (int(__float_as_uint(m) >> 23) - 127))) : 0;
   const float up = pow2(s);
-  for (int w = threadIdx.x; w < p.D / 8; w += blockDim.x) {
-    float f[8];
-    dev::unpack_bf16x8(*reinterpret_cast<const uint4*>(x + 8 * w), f);
-    xs[w] = make_uint4(half2_bits(f[0] * up, f[4] * up), half2_bits(f[1] * up, f[5] * up),
-                       half2_bits(f[2] * up, f[6] * up), half2_bits(f[3] * up, f[7] * up));
+  for (int w0 = threadIdx.x; w0 < xw; w0 += kXBatch * blockDim.x) {
+    uint4 v[kXBatch];
+#pragma unroll
+    for (int u = 0; u < kXBatch; ++u) v[u] = w0 + u * blockDim.x < xw ? x[w0 + u * blockDim.x] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < kXBatch; ++u) {
+      if (w0 + u * blockDim.x >= xw) break;
+      float f[8];
+      dev::unpack_bf16x8(v[u], f);
+      xs[w0 + u * blockDim.x] = make_uint4(half2_bits(f[0] * up, f[4] * up), half2_bits(f[1] * up, f[5] * up),
+                                           half2_bits(f[2] * up, f[6] * up), half2_bits(f[3] * up, f[7] * up));
+    }
   }
   for (int w = p.D / 8 + threadIdx.x; w < 32 * steps(G); w += blockDim.x) xs[w] = make_uint4(0, 0, 0, 0);
   __syncthreads();
@@ -175,13 +191,16 @@ __global__ void __launch_bounds__(kMoeMaxK * 32) moe_gemv_down(MoeParams p, int 
 
   dev::pdl_wait();  // act from gate_up
   dev::pdl_launch_dependents();
+  // All of a thread's act words in flight at once (cp.async; the padding zero-filled): a load-store
+  // loop waited for each word in turn, ~12 L2 round trips on the critical path at gpt-oss sizes.
   const uint4* act = static_cast<const uint4*>(p.act) + t * p.K * words;
   for (int w = threadIdx.x; w < p.K * padded; w += blockDim.x) {
     const int kk = w / padded, i = w % padded;
-    as[w] = i < words ? act[kk * words + i] : make_uint4(0, 0, 0, 0);
+    dev::cp_async16(as + w, act + kk * words + min(i, words - 1), i < words);
   }
   float* part = reinterpret_cast<float*>(as + p.K * padded);  // [k][2P rows]
   for (int r = threadIdx.x; r < p.K * 2 * P; r += blockDim.x) part[r] = 0.0f;
+  dev::cp_async_wait_all();
   __syncthreads();
 
   st.run(as + k * padded, [&](int i, float r0, float r1) {
