@@ -12,20 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 
 namespace {
 using namespace mx;
-
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
 
 void must(const Status& s) {
   if (!s.ok()) {

@@ -13,18 +13,10 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+
+#include "bench_util.h"
 
 namespace {
-
-#define CK(x)                                                                                    \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 constexpr int kE = 128, kMaxK = 16, kRows = 5760, kRowBytes = 1440, kSets = 32;
 constexpr size_t kExpertBytes = size_t(kRows) * kRowBytes;
