@@ -81,7 +81,7 @@ __global__ void segments(Set s, uint32_t* out) {
   sink(acc, out);
 }
 
-// Pairs (rows 2i, 2i+1) of the 4 matrices as one list; warp w takes pairs [w*P, +P).
+// Row pairs (2i, 2i+1) of the call's matrices as one list; warp w takes pairs [w*P, +P).
 template <bool kHint>
 __global__ void row_pairs(Set s, uint32_t* out, int P) {
   const int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
@@ -109,8 +109,8 @@ __global__ void row_pairs(Set s, uint32_t* out, int P) {
   sink(acc, out);
 }
 
-// Tiles of 16 rows of the 4 matrices as one list; warp w takes tiles [w*P, +P); a step is 16 rows
-// x 128 bytes as two 64-byte halves, 3 steps in flight.
+// Tiles of 16 rows of the call's matrices as one list; warp w takes tiles [w*P, +P); a step is
+// 16 rows x 128 bytes as two 64-byte halves, 3 steps in flight.
 template <bool kHint>
 __global__ void tiles64(Set s, uint32_t* out, int P) {
   const int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -143,6 +143,11 @@ __global__ void tiles64(Set s, uint32_t* out, int P) {
 }  // namespace
 
 int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("bench_membw: no CUDA device\n");
+    return 0;
+  }
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   uint8_t* w;
