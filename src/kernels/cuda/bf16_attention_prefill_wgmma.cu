@@ -215,10 +215,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) bf16_attention_prefill
 
 bool attention_prefill_wgmma_available() {
 #ifdef MXSERVE_SM90A
-  static const bool ok = [] {
-    cudaFuncAttributes a{};
-    return cudaFuncGetAttributes(&a, bf16_attention_prefill_wgmma) == cudaSuccess && a.binaryVersion == 90;
-  }();
+  static const bool ok = runs_sm90a_code(bf16_attention_prefill_wgmma);
   return ok;
 #else
   return false;

@@ -287,11 +287,7 @@ cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
 
 bool moe_grouped_wgmma_available() {
 #ifdef MXSERVE_SM90A
-  static const bool ok = [] {
-    cudaFuncAttributes a{};
-    return cudaFuncGetAttributes(&a, bf16_mxfp4w_moe_grouped_wgmma<true, kGroupedTileM>) == cudaSuccess &&
-           a.binaryVersion == 90;
-  }();
+  static const bool ok = runs_sm90a_code(bf16_mxfp4w_moe_grouped_wgmma<true, kGroupedTileM>);
   return ok;
 #else
   return false;

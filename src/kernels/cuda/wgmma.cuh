@@ -1,7 +1,8 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) helpers shared by the kernels that use it: the shared-memory
-// matrix descriptor for 128-byte swizzled rows, the fence / commit / wait instructions, and the
-// proxy fence between cp.async writes and wgmma reads. MX_HAVE_WGMMA is defined where the code is
-// compiled for sm_90a; the kernels compile an empty body (and are never launched) elsewhere.
+// matrix descriptor for 128-byte swizzled rows, the fence / commit / wait instructions, the proxy
+// fence between cp.async writes and wgmma reads, and the host check that the device runs a kernel's
+// sm_90a code. MX_HAVE_WGMMA is defined where the code is compiled for sm_90a; the kernels compile
+// an empty body (and are never launched) elsewhere.
 #pragma once
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -33,3 +34,15 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 #endif
 
 }  // namespace mx::cuda::dev
+
+namespace mx::cuda::kern {
+
+// Whether the device runs `kernel` from the binary's sm_90a code (the one with wgmma), not from
+// another architecture's code; the callers cache the answer.
+template <typename... Params>
+bool runs_sm90a_code(void (*kernel)(Params...)) {
+  cudaFuncAttributes a{};
+  return cudaFuncGetAttributes(&a, kernel) == cudaSuccess && a.binaryVersion == 90;
+}
+
+}  // namespace mx::cuda::kern
