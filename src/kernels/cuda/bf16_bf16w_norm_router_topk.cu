@@ -13,12 +13,12 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kChunks = kRouterFusedMaxD / (8 * kThreads);  // 16-byte chunks of a row per thread
-constexpr int kMaxT = kRouterFusedMaxTokens;
 
 // Blocks of the current call that have stored their logits; the last one resets it to 0.
 __device__ unsigned int g_blocks_done = 0;
 
 // v[j] <- the sum of v[j] over the block, for j < n (every thread gets the totals, in one order).
+template <int kMaxT>
 __device__ __forceinline__ void block_sum(float (&v)[kMaxT], int n, float (&partial)[kWarps][kMaxT]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
@@ -39,6 +39,8 @@ __device__ __forceinline__ void block_sum(float (&v)[kMaxT], int n, float (&part
   __syncthreads();  // partial may be reused
 }
 
+// kMaxT: the token count the registers are sized for (the launch picks the smallest >= T).
+template <int kMaxT>
 __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRouterTopkParams p) {
   __shared__ float partial[kWarps][kMaxT];
   __shared__ bool last;
@@ -136,7 +138,12 @@ cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaS
   if (p.T > kRouterFusedMaxTokens || p.D % 8 != 0 || p.D > kRouterFusedMaxD || p.E > kTopkMaxExperts ||
       p.K > kTopkMaxK)
     return cudaErrorInvalidValue;
-  return launch_pdl(bf16_bf16w_norm_router_topk, dim3(unsigned(p.E)), dim3(kThreads), 0, s, p);
+  const dim3 grid(unsigned(p.E)), block(kThreads);
+  if (p.T == 1) return launch_pdl(bf16_bf16w_norm_router_topk<1>, grid, block, 0, s, p);
+  if (p.T == 2) return launch_pdl(bf16_bf16w_norm_router_topk<2>, grid, block, 0, s, p);
+  if (p.T <= 4) return launch_pdl(bf16_bf16w_norm_router_topk<4>, grid, block, 0, s, p);
+  static_assert(kRouterFusedMaxTokens == 8, "the largest instance below");
+  return launch_pdl(bf16_bf16w_norm_router_topk<8>, grid, block, 0, s, p);
 }
 
 }  // namespace mx::cuda::kern
