@@ -134,6 +134,9 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// Asks L2 for the line holding p (no register, no wait): for values a kernel reads only at its end.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 }  // namespace mx::cuda::dev
 
 namespace mx::cuda::kern {
