@@ -23,16 +23,33 @@ template <int T>
 __device__ void stage_rmsnorm(const uint4* __restrict__ x, const uint4* nws, uint4* xs, int64_t kv, float eps) {
   __shared__ float partial[kWarps][T];
   float ss[T] = {};
-  for (int64_t c = threadIdx.x; c < kv; c += kThreads)
+  auto add = [&](int t, int64_t c, const uint4& v) {
+    xs[t * kv + c] = v;
+    float f[8];
+    dev::unpack_bf16x8(v, f);
 #pragma unroll
-    for (int t = 0; t < T; ++t) {
-      const uint4 v = __ldg(x + t * kv + c);
-      xs[t * kv + c] = v;
-      float f[8];
-      dev::unpack_bf16x8(v, f);
+    for (int i = 0; i < 8; ++i) ss[t] = fmaf(f[i], f[i], ss[t]);
+  };
+  constexpr int kBatch = T < 4 ? 4 / T : 1;  // 16-byte words of x per thread and token in flight together
+  if (kv <= kBatch * kThreads) {  // gpt-oss: all of a thread's words in one round trip
+    uint4 v[kBatch][T];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) ss[t] = fmaf(f[i], f[i], ss[t]);
-    }
+    for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const int64_t c = threadIdx.x + u * kThreads;
+        v[u][t] = c < kv ? __ldg(x + t * kv + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+      for (int t = 0; t < T; ++t)
+        if (threadIdx.x + u * kThreads < kv) add(t, threadIdx.x + u * kThreads, v[u][t]);
+  } else {
+    for (int64_t c = threadIdx.x; c < kv; c += kThreads)
+#pragma unroll
+      for (int t = 0; t < T; ++t) add(t, c, __ldg(x + t * kv + c));
+  }
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     ss[t] = dev::warp_sum(ss[t]);
