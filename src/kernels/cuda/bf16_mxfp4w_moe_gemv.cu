@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, i
 // weights, biases and the residual.
 template <typename Stream>
 __global__ void __launch_bounds__(kMoeMaxK * 32, 2) moe_gemv_down(MoeParams p, int P) {
-  extern __shared__ uint4 as[];  // K act rows as staged words (F/8 each, zero padded), then K * 2P partials
+  extern __shared__ uint4 as[];  // K act rows as staged words (F/8 each, zero padded), then K * 2Pb partials
   const int64_t t = blockIdx.x;
   const int k = threadIdx.x / 32, rg = threadIdx.y;  // slot, row group
   const int tid = threadIdx.x + threadIdx.y * blockDim.x, threads = blockDim.x * blockDim.y;
@@ -254,6 +254,8 @@ int per_warp(int64_t units, int sms) {
 }
 int gate_up_pairs(const MoeParams& p) { return per_warp(p.T * p.K * p.F, p.sms); }
 int down_pairs(const MoeParams& p) { return per_warp(p.T * p.K * (p.D / 2), p.sms); }
+// Row groups per down block (its blockDim.y): the K act rows are staged once for all of them.
+int down_groups(int K) { return kMoeMaxK / std::max(K, 1); }
 
 size_t gate_up_smem(int D) { return size_t(steps(D / 32)) * 8 * 64; }
 size_t down_smem(int F, int K, int P) { return size_t(K) * steps(F / 32) * 8 * 64 + size_t(K) * 2 * P * 4; }
@@ -266,7 +268,7 @@ cudaError_t allow_smem(const void* kernel, size_t bytes) {
 }  // namespace
 
 size_t moe_gemv_smem_bytes(int D, int F, int K) {
-  return std::max(gate_up_smem(D), down_smem(F, K, kMoeMaxK / std::max(K, 1) * kMaxPairs));
+  return std::max(gate_up_smem(D), down_smem(F, K, down_groups(K) * kMaxPairs));
 }
 
 float moe_gemv_act_scale(float limit, float alpha) {
@@ -278,12 +280,12 @@ float moe_gemv_act_scale(float limit, float alpha) {
 
 template <typename Stream>
 cudaError_t run_streams(const MoeParams& p, cudaStream_t s) {
-  const int gu_p = gate_up_pairs(p), dn_p = down_pairs(p);
+  const int gu_p = gate_up_pairs(p), dn_p = down_pairs(p), groups = down_groups(p.K);
   if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_gate_up<Stream>), gate_up_smem(p.D));
       e != cudaSuccess)
     return e;
   if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_down<Stream>),
-                                 down_smem(p.F, p.K, kMoeMaxK / p.K * dn_p));
+                                 down_smem(p.F, p.K, groups * dn_p));
       e != cudaSuccess)
     return e;
   const unsigned gu_blocks = unsigned((p.F + kGuWarps * gu_p - 1) / (kGuWarps * gu_p));
@@ -291,7 +293,6 @@ cudaError_t run_streams(const MoeParams& p, cudaStream_t s) {
                                  gate_up_smem(p.D), s, p, gu_p);
       e != cudaSuccess)
     return e;
-  const int groups = kMoeMaxK / p.K;  // row groups per down block: its K act rows staged once for all
   const unsigned dn_blocks = unsigned((p.D / 2 + groups * dn_p - 1) / (groups * dn_p));
   return launch_pdl(moe_gemv_down<Stream>, dim3(unsigned(p.T), dn_blocks), dim3(unsigned(p.K * 32), unsigned(groups)),
                     down_smem(p.F, p.K, groups * dn_p), s, p, dn_p);
