@@ -2,8 +2,9 @@
 // (decode), x' = x or, with a norm weight, rmsnorm(x) rounded to BF16 (the RMSNorm fused: every
 // block normalises x while staging it in shared memory); with the qkv epilogue, the q and k rows
 // are RoPE-rotated and k, v written to the paged cache (qkv_rope_cache fused). A warp owns kRows
-// output rows; each lane streams 16-byte weight chunks, kUnroll chunks per row in flight, and
-// reuses every chunk for all T tokens. FP32 accumulation, one rounding. Launched as a programmatic
+// output rows; each lane streams 16-byte weight chunks, kUnroll chunks per row in flight (where
+// kAhead, the next group's chunks load while the current group's are multiplied), and reuses every
+// chunk for all T tokens. FP32 accumulation, one rounding. Launched as a programmatic
 // dependent: the first weight chunks (and the norm weight) load during the previous kernel's tail.
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -135,7 +136,9 @@ __device__ __forceinline__ void rope_cache_store(const RopeCacheParams& rope, in
   }
 }
 
-template <int T, InNorm kNorm, Epilogue kEpi>
+// kAhead: each group's weight loads are issued before the previous group's products (two register
+// sets) instead of after them.
+template <int T, InNorm kNorm, Epilogue kEpi, bool kAhead>
 __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restrict__ x, const uint4* __restrict__ w,
                                                             const __nv_bfloat16* __restrict__ bias,
                                                             const uint4* __restrict__ norm_w, float eps, void* out,
@@ -182,6 +185,16 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
   }
   float acc[T][kRows] = {};
   for (int64_t c0 = lane; c0 < kv; c0 += 32 * kUnroll) {
+    const bool more = c0 + 32 * kUnroll < kv;
+    uint4 cur[kUnroll][kRows];  // kAhead: this group's weights while the next group's load
+    if constexpr (kAhead) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) cur[u][r] = wv[u][r];
+      if (more) load_w(c0 + 32 * kUnroll);
+    }
+    const uint4(&wc)[kUnroll][kRows] = kAhead ? cur : wv;
     uint4 xv[kUnroll][T];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -203,12 +216,12 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           float wf[8];
-          dev::unpack_bf16x8(wv[u][r], wf);
+          dev::unpack_bf16x8(wc[u][r], wf);
 #pragma unroll
           for (int i = 0; i < 8; ++i) acc[t][r] = fmaf(xf[i], wf[i], acc[t][r]);
         }
       }
-    if (c0 + 32 * kUnroll < kv) load_w(c0 + 32 * kUnroll);
+    if (!kAhead && more) load_w(c0 + 32 * kUnroll);
   }
 #pragma unroll
   for (int t = 0; t < T; ++t) {
@@ -238,10 +251,15 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
 
 template <int T, InNorm kNorm, Epilogue kEpi>
 cudaError_t launch(const GemvParams& p, cudaStream_t s) {
+  // Weight loads one group ahead: at T = 1 everywhere; above it only without the input norm, whose
+  // T >= 2 instances would need 122+ registers (qkv's 640 blocks then take two waves). Measured on
+  // the H100: 120b tg128 +3.7% at T = 1 (o +2.1%, qkv and lm_head +1.6%); at T = 2 +2.4% for o, and
+  // -1.3% with qkv and lm_head as well (docs/PERFORMANCE.md, run 14).
+  constexpr bool kAhead = T == 1 || kNorm == InNorm::No;
   const int64_t warps = (p.N + kRows - 1) / kRows;
   const size_t smem = gemv_smem_bytes(p.T, p.Kin, p.norm_weight != nullptr);
-  return launch_pdl(bf16_bf16w_gemv<T, kNorm, kEpi>, dim3(unsigned((warps + kWarps - 1) / kWarps)), dim3(kThreads),
-                    smem, s, static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w),
+  return launch_pdl(bf16_bf16w_gemv<T, kNorm, kEpi, kAhead>, dim3(unsigned((warps + kWarps - 1) / kWarps)),
+                    dim3(kThreads), smem, s, static_cast<const uint4*>(p.x), static_cast<const uint4*>(p.w),
                     static_cast<const __nv_bfloat16*>(p.bias), static_cast<const uint4*>(p.norm_weight), p.norm_eps,
                     p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8, p.rope);
 }
