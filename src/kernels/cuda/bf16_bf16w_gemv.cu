@@ -136,8 +136,8 @@ __device__ __forceinline__ void rope_cache_store(const RopeCacheParams& rope, in
   }
 }
 
-// kAhead: each group's weight loads are issued before the previous group's products (two register
-// sets) instead of after them.
+// kAhead: the next group's weight loads are issued before the current group's products (two
+// register sets) instead of after them, where every group waited a full memory round trip.
 template <int T, InNorm kNorm, Epilogue kEpi, bool kAhead>
 __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restrict__ x, const uint4* __restrict__ w,
                                                             const __nv_bfloat16* __restrict__ bias,

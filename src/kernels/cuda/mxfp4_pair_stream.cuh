@@ -205,8 +205,8 @@ struct PairAheadStream {
     const uint4* x = lane_x(xs);
     for (int q = 0; q < pairs; ++q) {
       // The last pair loads itself again (L2 hits) rather than loading under `if (more)`: ptxas
-      // gathered the twelve guarded load groups after the pair's last mma (128 registers); the
-      // unguarded ones start during the pair (100 registers; 120b tg128 +0.4%, 20b +0.6%).
+      // gathered the twelve guarded load groups after the pair's last mma, where the next pair
+      // waited for them; unguarded, they start during the pair (120b tg128 +0.4%, 20b +0.6%).
       const Rows next = rows(q + 1 < pairs ? q + 1 : q);
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
