@@ -7,7 +7,9 @@
 //   row-pairs   each warp streams (2 rows) x 128 bytes per step, a whole pair (24 loads) in flight
 //               (the checkpoint-layout GEMV up to 2026-11-25)
 //   tiles64     each warp streams 16 rows x 64 bytes per step (8 rows per load instruction)
-// and the last two with the L2::256B fill hint on every load.
+// and the last two with the L2::256B fill hint on every load; then, with the hint, row pairs with
+// the warps' pair orders interleaved (warp w: pairs w, w + W, ...), in the checkpoint layout and
+// in a step-major one ([step][pair][2 x 128 bytes]).
 // Usage: bench_membw. Prints µs per call and GB/s.
 #include <cuda_runtime.h>
 
@@ -109,6 +111,38 @@ __global__ void row_pairs(Set s, uint32_t* out, int P) {
   sink(acc, out);
 }
 
+// Row pairs with the pair order of the warps interleaved: warp w takes pairs w, w + W, w + 2W, ...
+// (W warps), so the warps read neighbouring pairs at the same time. kStepMajor: each matrix laid out
+// step-major ([step][pair][2 rows x 128 bytes]), so the warps' loads of one step are adjacent.
+template <bool kStepMajor>
+__global__ void row_pairs_strided(Set s, uint32_t* out) {
+  const int W = gridDim.x * blockDim.x / 32;
+  const int w = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int per = kRows / 2, pairs = s.k * per;
+  uint32_t acc = 0, r0[12], r1[12];
+  auto load = [&](int q) {
+    const int k = q / per, i = q % per;
+#pragma unroll
+    for (int st = 0; st < 12; ++st) {
+      const bool ok = 128 * st + 4 * lane < kRowBytes;
+      const uint8_t* a = kStepMajor ? s.m[k] + (size_t(st) * per + i) * 256 + 4 * lane
+                                    : s.m[k] + size_t(2 * i) * kRowBytes + 128 * st + 4 * lane;
+      const uint8_t* b = kStepMajor ? a + 128 : a + kRowBytes;
+      r0[st] = ok ? ld32<true>(reinterpret_cast<const uint32_t*>(a)) : 0u;
+      r1[st] = ok ? ld32<true>(reinterpret_cast<const uint32_t*>(b)) : 0u;
+    }
+  };
+  if (w < pairs) load(w);
+  for (int q = w; q < pairs; q += W) {
+    uint32_t a = 0;
+#pragma unroll
+    for (int st = 0; st < 12; ++st) a ^= r0[st] ^ r1[st];
+    acc ^= a;
+    load(q + W < pairs ? q + W : q);
+  }
+  sink(acc, out);
+}
+
 // Tiles of 16 rows of the call's matrices as one list; warp w takes tiles [w*P, +P); a step is
 // 16 rows x 128 bytes as two 64-byte halves, 3 steps in flight.
 template <bool kHint>
@@ -159,7 +193,8 @@ int main() {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  const char* names[] = {"linear", "segments", "row-pairs", "tiles64", "row-pairs L2::256B", "tiles64 L2::256B"};
+  const char* names[] = {"linear", "segments", "row-pairs", "tiles64", "row-pairs L2::256B", "tiles64 L2::256B",
+                         "row-pairs interleaved", "row-pairs interleaved step-major"};
   std::printf("| pattern (16 warps/SM, %d SMs) | matrices | MB/call | us/call | GB/s |\n|---|--:|--:|--:|--:|\n", sms);
   for (int K : {4, 16}) {
     Set sets[kSets];
@@ -168,7 +203,7 @@ int main() {
       for (int k = 0; k < K; ++k) sets[i].m[k] = w + size_t((i * K + k) * 37 % kE) * kExpertBytes;
     }
     const int pair_p = (K * kRows / 2 + warps - 1) / warps, tile_p = (K * kRows / 16 + warps - 1) / warps;
-    for (int pat = 0; pat < 6; ++pat) {
+    for (int pat = 0; pat < 8; ++pat) {
       auto launch = [&](int i) {
         const Set& s = sets[i % kSets];
         if (pat == 0) linear<<<blocks, threads>>>(s, out);
@@ -177,6 +212,8 @@ int main() {
         if (pat == 3) tiles64<false><<<blocks, threads>>>(s, out, tile_p);
         if (pat == 4) row_pairs<true><<<blocks, threads>>>(s, out, pair_p);
         if (pat == 5) tiles64<true><<<blocks, threads>>>(s, out, tile_p);
+        if (pat == 6) row_pairs_strided<false><<<blocks, threads>>>(s, out);
+        if (pat == 7) row_pairs_strided<true><<<blocks, threads>>>(s, out);
       };
       for (int i = 0; i < kSets; ++i) launch(i);
       CK(cudaDeviceSynchronize());

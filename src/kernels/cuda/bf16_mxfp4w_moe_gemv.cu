@@ -41,7 +41,7 @@ __device__ __forceinline__ void select_route(const MoeParams& p, int64_t t, int 
                                              float (&top)[kMoeMaxK]) {
   float v[dev::kTopkPerLane];
   dev::load_logits(p.logits, p.logits_f32, t, p.E, v);
-  dev::warp_topk(v, p.E, p.K, ids, top);
+  dev::warp_topk(v, p.E, p.K, !p.logits_f32, ids, top);
 }
 
 template <typename A>
