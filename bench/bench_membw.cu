@@ -1,6 +1,7 @@
 // bench_membw: what read bandwidth the MoE decode's access patterns can reach, without arithmetic.
 // Each call reads the gate_up matrices of 4 experts of a 120b layer (4 x 5760 rows x 1440 bytes,
-// 33.2 MB; expert sets rotate past L2), and of 16 experts (132.7 MB: the steady state without the
+// 33.2 MB; expert sets rotate past L2), of 6 (49.8 MB: about a layer's MoE decode bytes, gate_up
+// and down, 52.9 MB, in one kernel) and of 16 experts (132.7 MB: the steady state without the
 // ramp-up and tail of a short kernel), with 16 warps per SM, in one of these patterns:
 //   linear      the grid strides over each matrix, 16 bytes per lane, 8 loads in flight per lane
 //   segments    each warp reads its own contiguous share, 512 bytes per load instruction
@@ -196,7 +197,7 @@ int main() {
   const char* names[] = {"linear", "segments", "row-pairs", "tiles64", "row-pairs L2::256B", "tiles64 L2::256B",
                          "row-pairs interleaved", "row-pairs interleaved step-major"};
   std::printf("| pattern (16 warps/SM, %d SMs) | matrices | MB/call | us/call | GB/s |\n|---|--:|--:|--:|--:|\n", sms);
-  for (int K : {4, 16}) {
+  for (int K : {4, 6, 16}) {
     Set sets[kSets];
     for (int i = 0; i < kSets; ++i) {
       sets[i].k = K;
