@@ -75,15 +75,17 @@ __device__ __forceinline__ const uint4* lane_x(const uint4* xs) {
 // step is already in L2 (bench_membw: the row-pair read pattern 2271 -> 2299 GB/s for one layer's
 // gate_up; the MoE GEMVs 31.6 -> 31.0 us per 120b layer). `.cs` (read once: evict first, as the
 // dense GEMVs' __ldcs) keeps the layer's 53 MB stream from pushing everything else out of the
-// 50 MB L2: 120b tg128 427.9 -> 429.9, 20b 603.1 -> 605.3 (PERFORMANCE.md run 16).
+// 50 MB L2: 120b tg128 427.9 -> 429.9, 20b 603.1 -> 605.3 (PERFORMANCE.md run 16). Every weight and
+// scale load of the streams below is this one instruction.
+#define MXS_MOE_LDG "ld.global.cs.nc.L2::256B"
 __device__ __forceinline__ uint32_t ldg_u32_l2_256(const uint32_t* p) {
   uint32_t v;
-  asm("ld.global.cs.nc.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  asm(MXS_MOE_LDG ".u32 %0, [%1];" : "=r"(v) : "l"(p));
   return v;
 }
 __device__ __forceinline__ uint32_t ldg_u8_l2_256(const uint8_t* p) {
   uint32_t v;
-  asm("ld.global.cs.nc.L2::256B.u8 %0, [%1];" : "=r"(v) : "l"(p));
+  asm(MXS_MOE_LDG ".u8 %0, [%1];" : "=r"(v) : "l"(p));
   return v;
 }
 
@@ -185,8 +187,8 @@ struct PairAheadStream {
   __device__ __forceinline__ void load(int s, const Rows& r) {
     if (s < SP - 1) {
       asm volatile(
-          "ld.global.cs.nc.L2::256B.u32 %0, [%4];\n\tld.global.cs.nc.L2::256B.u32 %1, [%5];\n\t"
-          "ld.global.cs.nc.L2::256B.u8 %2, [%6];\n\tld.global.cs.nc.L2::256B.u8 %3, [%7];"
+          MXS_MOE_LDG ".u32 %0, [%4];\n\t" MXS_MOE_LDG ".u32 %1, [%5];\n\t"
+          MXS_MOE_LDG ".u8 %2, [%6];\n\t" MXS_MOE_LDG ".u8 %3, [%7];"
           : "=r"(w0[s]), "=r"(w1[s]), "=r"(e0[s]), "=r"(e1[s])
           : "l"(r.w0 + 32 * s), "l"(r.w1 + 32 * s), "l"(r.s0 + 8 * s), "l"(r.s1 + 8 * s));
       return;
