@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test build deps test-deps demo clean
+.PHONY: run test test-nocuda build deps test-deps demo clean
 
 deps:
 	scripts/install-deps.sh --npm
@@ -31,6 +31,10 @@ run: deps
 test: test-deps
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The same tests on a build without the CUDA backend (what a machine without nvcc builds).
+test-nocuda:
+	$(MAKE) test BUILD=$(BUILD)-nocuda CMAKE_FLAGS="$(CMAKE_FLAGS) -DMXSERVE_CUDA=OFF"
 
 clean:
 	rm -rf $(BUILD)

@@ -27,6 +27,7 @@ struct ServeFlags {
   std::string moe_activation = "bf16";
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
+  int max_json_depth = server::kDefaultMaxJsonDepth;
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = false;
   bool enforce_eager = false;
@@ -63,7 +64,7 @@ Status serve(ServeFlags f) {
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
   server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
-                      .http_threads = f.max_num_seqs + 16});
+                      .http_threads = f.max_num_seqs + 16, .max_json_depth = f.max_json_depth});
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device));
   std::shared_ptr<const Tokenizer> tok;
@@ -182,6 +183,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--block-size", f->block_size, "Tokens per KV cache block")->default_val(16)->check(CLI::Range(1, 1024));
   cmd->add_flag("--enable-prefix-caching", f->enable_prefix_caching, "Reuse the KV cache blocks of shared prompt prefixes (full blocks)");
   cmd->add_flag("--enforce-eager", f->enforce_eager, "Run every decode step op by op instead of replaying CUDA graphs");
+  cmd->add_option("--max-json-depth", f->max_json_depth,
+                  "Deepest nesting of arrays/objects accepted in a request body (checked before parsing; deeper: 400)")
+      ->default_val(server::kDefaultMaxJsonDepth)->check(CLI::Range(2, 100000));
   cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);

@@ -1,6 +1,8 @@
 // prepare_chat_prompt: chat_to_harmony, response_format, render, tokenize, length checks.
 #include "server/chat_prompt.h"
 
+#include <fmt/format.h>
+
 #include <ctime>
 
 #include "server/generation.h"
@@ -35,7 +37,13 @@ std::optional<ApiError> apply_response_format(const Json& body, openai::ChatProm
     const Json* js = rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
     if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())
       return bad_request("'response_format.json_schema.schema' must be an object", "response_format");
-    const std::string name = js->value("name", std::string("response"));
+    if (harmony::json_depth((*js)["schema"]) > harmony::kMaxSchemaDepth)
+      return bad_request(fmt::format("'response_format.json_schema.schema' nests deeper than {} levels",
+                                     harmony::kMaxSchemaDepth), "response_format");
+    const auto name_it = js->find("name");
+    if (name_it != js->end() && !name_it->is_null() && !name_it->is_string())
+      return bad_request("'response_format.json_schema.name' must be a string", "response_format");
+    const std::string name = name_it != js->end() && name_it->is_string() ? name_it->get<std::string>() : "response";
     section = "# Response Formats\n\n## " + name + "\n\n" + (*js)["schema"].dump();
   } else {
     return bad_request("'response_format.type' must be one of text, json_object, json_schema", "response_format");

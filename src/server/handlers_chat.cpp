@@ -182,7 +182,7 @@ void whole_response(ServerContext& ctx, ChatRun& run, httplib::Response& res) {
 }  // namespace
 
 void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_body(req.body);
+  auto parsed = parse_body(req.body, ctx.args.max_json_depth);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const Json& body = std::get<Json>(parsed);
   if (auto e = check_model(body, ctx.args.served_model_name)) return send_error(res, *e);

@@ -19,7 +19,7 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
 }
 
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_body(req.body);
+  auto parsed = parse_body(req.body, ctx.args.max_json_depth);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const Json& body = std::get<Json>(parsed);
   if (auto e = check_model(body, ctx.args.served_model_name)) return send_error(res, *e);
@@ -50,7 +50,7 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
 }
 
 void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_body(req.body);
+  auto parsed = parse_body(req.body, ctx.args.max_json_depth);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const Json& body = std::get<Json>(parsed);
   if (auto e = check_model(body, ctx.args.served_model_name)) return send_error(res, *e);

@@ -22,6 +22,23 @@ std::string text_of(const Json& content) {
   return out;
 }
 
+// item[key] as a string: `fallback` when absent or null, a 400 naming `where` for another type.
+std::variant<std::string, ApiError> str_field(const Json& item, const char* key, const std::string& where,
+                                              const std::string& fallback = "") {
+  auto it = item.find(key);
+  if (it == item.end() || it->is_null()) return fallback;
+  if (!it->is_string()) return bad_request("'" + where + "." + key + "' must be a string", "input");
+  return it->get<std::string>();
+}
+
+#define MX_STR_FIELD(var, ...)                                      \
+  std::string var;                                                  \
+  {                                                                 \
+    auto r_ = str_field(__VA_ARGS__);                               \
+    if (auto* e_ = std::get_if<ApiError>(&r_)) return *e_;          \
+    var = std::move(std::get<std::string>(r_));                     \
+  }
+
 // Responses input -> chat messages. Reasoning items attach to the next assistant turn.
 std::variant<Json, ApiError> input_to_messages(const Json& body) {
   Json messages = Json::array();
@@ -37,20 +54,34 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
   }
   if (!in->is_array()) return bad_request("'input' must be a string or a list of items", "input");
   std::optional<std::string> reasoning;
-  for (const Json& item : *in) {
+  for (size_t i = 0; i < in->size(); ++i) {
+    const Json& item = (*in)[i];
+    const std::string where = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return bad_request("each 'input' item must be an object", "input");
-    const std::string type = item.value("type", item.contains("role") ? "message" : "");
+    MX_STR_FIELD(type, item, "type", where, item.contains("role") ? "message" : "");
     if (type == "message") {
-      Json m = {{"role", item.value("role", "user")}, {"content", text_of(item.value("content", Json(""))) }};
-      if (m["role"] == "assistant" && reasoning) m["reasoning_content"] = *std::exchange(reasoning, std::nullopt);
+      MX_STR_FIELD(role, item, "role", where, "user");
+      if (role != "user" && role != "assistant" && role != "system" && role != "developer")
+        return bad_request("'" + where + ".role' must be one of user, assistant, system, developer", "input");
+      const Json content = item.value("content", Json(""));
+      if (!content.is_string() && !content.is_array())
+        return bad_request("'" + where + ".content' must be a string or a list of content parts", "input");
+      Json m = {{"role", role}, {"content", text_of(content)}};
+      if (role == "assistant" && reasoning) m["reasoning_content"] = *std::exchange(reasoning, std::nullopt);
       messages.push_back(std::move(m));
     } else if (type == "reasoning") {
       std::string text = text_of(item.value("content", Json::array()));
       if (text.empty()) text = text_of(item.value("summary", Json::array()));
       reasoning = text;
     } else if (type == "function_call") {
-      Json call = {{"id", item.value("call_id", "")}, {"type", "function"},
-                   {"function", {{"name", item.value("name", "")}, {"arguments", item.value("arguments", "{}")}}}};
+      MX_STR_FIELD(call_id, item, "call_id", where);
+      MX_STR_FIELD(name, item, "name", where);
+      if (name.empty()) return bad_request("'" + where + ".name' is required", "input");
+      const Json args = item.value("arguments", Json("{}"));
+      if (!args.is_string() && !args.is_object())
+        return bad_request("'" + where + ".arguments' must be a JSON string or an object", "input");
+      Json call = {{"id", call_id}, {"type", "function"},
+                   {"function", {{"name", name}, {"arguments", args.is_string() ? args.get<std::string>() : args.dump()}}}};
       if (!messages.empty() && messages.back()["role"] == "assistant" && messages.back().contains("tool_calls")) {
         messages.back()["tool_calls"].push_back(std::move(call));
         continue;
@@ -59,8 +90,9 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
       if (reasoning) m["reasoning_content"] = *std::exchange(reasoning, std::nullopt);
       messages.push_back(std::move(m));
     } else if (type == "function_call_output") {
-      const Json& out = item.value("output", Json(""));
-      messages.push_back({{"role", "tool"}, {"tool_call_id", item.value("call_id", "")},
+      MX_STR_FIELD(call_id, item, "call_id", where);
+      const Json out = item.value("output", Json(""));
+      messages.push_back({{"role", "tool"}, {"tool_call_id", call_id},
                           {"content", out.is_string() ? out.get<std::string>() : out.dump()}});
     } else {
       return bad_request("unsupported input item type '" + type + "'", "input");
@@ -69,19 +101,37 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
   return messages;
 }
 
+// reasoning: null or {"effort": string|null, "summary": ...}.
+std::optional<ApiError> check_reasoning(const Json& body) {
+  auto it = body.find("reasoning");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return bad_request("'reasoning' must be an object", "reasoning");
+  if (auto e = it->find("effort"); e != it->end() && !e->is_null() && !e->is_string())
+    return bad_request("'reasoning.effort' must be a string", "reasoning");
+  return std::nullopt;
+}
+
 // The request as a chat-completions body (messages, tools, tool_choice, effort, format).
 std::variant<Json, ApiError> to_chat_body(const Json& body) {
   if (body.contains("previous_response_id") && !body["previous_response_id"].is_null())
     return bad_request("'previous_response_id' is not supported: this server does not store responses; send the "
                        "whole conversation as input", "previous_response_id");
+  if (auto e = check_reasoning(body)) return *e;
   auto messages = input_to_messages(body);
   if (auto* e = std::get_if<ApiError>(&messages)) return *e;
   Json chat = {{"messages", std::get<Json>(messages)}};
-  if (auto it = body.find("tools"); it != body.end() && it->is_array()) {
+  if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) return bad_request("'tools' must be a list", "tools");
     Json tools = Json::array();
-    for (const Json& t : *it) {
-      if (!t.is_object() || t.value("type", "") != "function") continue;  // built-in tools are not offered
-      Json fn = {{"name", t.value("name", "")}};
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& t = (*it)[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) return bad_request("'" + where + "' must be an object", "tools");
+      MX_STR_FIELD(type, t, "type", where, "function");
+      if (type != "function") continue;  // built-in tools are not offered
+      MX_STR_FIELD(name, t, "name", where);
+      if (name.empty()) return bad_request("'" + where + ".name' is required", "tools");
+      Json fn = {{"name", name}};
       if (t.contains("description")) fn["description"] = t["description"];
       if (t.contains("parameters")) fn["parameters"] = t["parameters"];
       tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
@@ -94,15 +144,26 @@ std::variant<Json, ApiError> to_chat_body(const Json& body) {
   }
   if (auto it = body.find("reasoning"); it != body.end() && it->is_object() && it->contains("effort") && (*it)["effort"].is_string())
     chat["reasoning_effort"] = (*it)["effort"];
-  if (auto it = body.find("text"); it != body.end() && it->is_object() && it->contains("format")) {
-    const Json& f = (*it)["format"];
-    if (f.is_object() && f.value("type", "") == "json_schema")
-      chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", f.value("name", "response")}, {"schema", f.value("schema", Json::object())}}}};
-    else if (f.is_object() && f.value("type", "") == "json_object")
-      chat["response_format"] = {{"type", "json_object"}};
+  if (auto it = body.find("text"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return bad_request("'text' must be an object", "text");
+    if (auto f_it = it->find("format"); f_it != it->end() && !f_it->is_null()) {
+      const Json& f = *f_it;
+      if (!f.is_object()) return bad_request("'text.format' must be an object", "text");
+      MX_STR_FIELD(type, f, "type", "text.format", "text");
+      if (type == "json_schema") {
+        MX_STR_FIELD(name, f, "name", "text.format", "response");
+        chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", name}, {"schema", f.value("schema", Json::object())}}}};
+      } else if (type == "json_object") {
+        chat["response_format"] = {{"type", "json_object"}};
+      } else if (type != "text") {
+        return bad_request("'text.format.type' must be one of text, json_object, json_schema", "text");
+      }
+    }
   }
   return chat;
 }
+
+#undef MX_STR_FIELD
 
 // Turns chat deltas into output items and (when streaming) response.* events.
 class OutputBuilder {
@@ -212,7 +273,9 @@ Json response_json(const ServerContext& ctx, const ResponseRun& run, const std::
   r["output"] = status == "in_progress" ? Json::array() : run.builder.output;
   r["parallel_tool_calls"] = false;
   r["previous_response_id"] = nullptr;
-  r["reasoning"] = {{"effort", run.request.contains("reasoning") ? run.request["reasoning"].value("effort", Json("medium")) : Json("medium")}, {"summary", nullptr}};
+  const Json* reasoning = run.request.contains("reasoning") ? &run.request["reasoning"] : nullptr;
+  const bool effort = reasoning && reasoning->is_object() && reasoning->contains("effort") && (*reasoning)["effort"].is_string();
+  r["reasoning"] = {{"effort", effort ? (*reasoning)["effort"] : Json("medium")}, {"summary", nullptr}};
   r["temperature"] = run.sr.params.sampling.temperature;
   r["top_p"] = run.sr.params.sampling.top_p;
   r["tool_choice"] = run.request.value("tool_choice", Json("auto"));
@@ -284,7 +347,7 @@ void stream_response(ServerContext& ctx, std::shared_ptr<ResponseRun> run, httpl
 }  // namespace
 
 void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_body(req.body);
+  auto parsed = parse_body(req.body, ctx.args.max_json_depth);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   auto run = std::make_shared<ResponseRun>();
   run->request = std::move(std::get<Json>(parsed));

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace mx::server {
 namespace {
 
@@ -48,7 +50,31 @@ class Fields {
 
 }  // namespace
 
-std::variant<Json, ApiError> parse_body(const std::string& text) {
+int json_text_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::variant<Json, ApiError> parse_body(const std::string& text, int max_depth) {
+  if (json_text_depth(text, max_depth) > max_depth)
+    return bad_request(fmt::format("The request body nests arrays and objects deeper than {} levels.", max_depth));
   Json body = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return bad_request("The request body is not valid JSON.");
   if (!body.is_object()) return bad_request("The request body must be a JSON object.");

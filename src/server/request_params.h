@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -27,8 +28,18 @@ struct SamplingRequest {
   std::vector<std::string> stop;      // stop strings (on the visible text)
 };
 
-// The body parsed as a JSON object; malformed JSON or another type is a 400.
-std::variant<Json, ApiError> parse_body(const std::string& text);
+// Nesting of arrays and objects allowed in a request body by default (--max-json-depth). The
+// parser and everything that walks the body (copies, schema rendering, dumps) recurse per level,
+// so the depth is checked on the raw text before parsing.
+constexpr int kDefaultMaxJsonDepth = 64;
+
+// The deepest nesting of arrays/objects in JSON text (strings skipped), stopping early once it
+// exceeds `limit`: linear in the text, no recursion.
+int json_text_depth(std::string_view text, int limit);
+
+// The body parsed as a JSON object; malformed JSON, another type or nesting deeper than
+// max_depth is a 400.
+std::variant<Json, ApiError> parse_body(const std::string& text, int max_depth = kDefaultMaxJsonDepth);
 std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, SamplingRequest& out);
 // 404 unless `model` is absent or the served name.
 std::optional<ApiError> check_model(const Json& body, const std::string& served_name);

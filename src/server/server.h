@@ -12,6 +12,7 @@
 #include "runtime/scheduler.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
+#include "server/request_params.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -28,6 +29,7 @@ struct ServerArgs {
   std::string api_key;            // empty: no auth
   std::string served_model_name;  // the name clients send as "model"
   int http_threads = 64;          // one per open connection (streams hold theirs)
+  int max_json_depth = kDefaultMaxJsonDepth;  // nesting of a request body (--max-json-depth)
 };
 
 struct ServerContext {

@@ -8,6 +8,7 @@
 
 #include <httplib.h>
 
+#include "core/log.h"
 #include "server/generation.h"
 #include "server/sse.h"
 
@@ -19,7 +20,15 @@ template <typename Run, typename Fill>
 void serve_stream(ServerContext& ctx, httplib::Response& res, std::shared_ptr<Run> run, Fill fill) {
   auto provider = [run, fill](size_t, httplib::DataSink& sink) mutable {
     std::string out;
-    fill(out);
+    try {
+      fill(out);
+    } catch (const std::exception& e) {  // never let one stream take the process down
+      log_error("stream failed: {}", e.what());
+      const std::string err = sse_event("error", nlohmann::json{{"error", {{"message", "internal error while streaming"},
+                                                                           {"type", "server_error"}}}}.dump());
+      sink.write(err.data(), err.size());
+      return false;
+    }
     out += keep_alive(run->last_write, out.empty());
     if (!out.empty() && !sink.write(out.data(), out.size())) return false;
     if (run->done) sink.done();

@@ -145,7 +145,12 @@ std::string system_body(const SystemContent& content, FunctionTools function_too
 std::string developer_body(const DeveloperContent& content);
 // "# Tools\n\n## ns ..." for the namespaces, sorted by name.
 std::string tools_section(std::span<const ToolNamespace> namespaces);
+// Nesting depth of arrays/objects in a JSON value (a scalar is 0), without recursion.
+int json_depth(const nlohmann::ordered_json& j);
 // The TypeScript-like type of a JSON Schema ("{\nlocation: string,\n}", "number | string").
+// The renderer recurses once per level: tools_section renders a schema nested deeper than
+// kMaxSchemaDepth as `any` (callers taking schemas from clients refuse those first).
+constexpr int kMaxSchemaDepth = 64;
 std::string schema_to_typescript(const nlohmann::ordered_json& schema, const std::string& indent);
 
 }  // namespace mx::harmony

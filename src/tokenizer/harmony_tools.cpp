@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "tokenizer/harmony.h"
 
@@ -148,7 +150,9 @@ std::string namespace_section(const ToolNamespace& ns) {
     for (const ToolDescription& t : ns.tools) {
       for (const std::string& l : lines_of(t.description)) lines.push_back("// " + l);
       if (t.parameters && !t.parameters->is_null()) {
-        lines.push_back("type " + t.name + " = (_: " + schema_to_typescript(*t.parameters, "") + ") => any;\n");
+        const std::string type =
+            json_depth(*t.parameters) > kMaxSchemaDepth ? "any" : schema_to_typescript(*t.parameters, "");
+        lines.push_back("type " + t.name + " = (_: " + type + ") => any;\n");
       } else {
         lines.push_back("type " + t.name + " = () => any;\n");
       }
@@ -159,6 +163,19 @@ std::string namespace_section(const ToolNamespace& ns) {
 }
 
 }  // namespace
+
+int json_depth(const ojson& j) {
+  int deepest = 0;
+  std::vector<std::pair<const ojson*, int>> todo = {{&j, 0}};
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (!v->is_structured()) continue;
+    deepest = std::max(deepest, depth + 1);
+    for (const ojson& child : *v) todo.emplace_back(&child, depth + 1);
+  }
+  return deepest;
+}
 
 std::string schema_to_typescript(const ojson& schema, const std::string& indent) {
   if (!schema.is_object()) return "any";

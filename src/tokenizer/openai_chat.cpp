@@ -59,6 +59,8 @@ Result<harmony::ToolDescription> function_tool(const ojson& tool, size_t i) {
   harmony::ToolDescription out{.name = *name, .description = description.value_or(""), .parameters = std::nullopt};
   if (auto p = fn.find("parameters"); p != fn.end() && !p->is_null()) {
     MX_CHECK(p->is_object(), "{}.function.parameters must be a JSON Schema object", where);
+    MX_CHECK(harmony::json_depth(*p) <= harmony::kMaxSchemaDepth,
+             "{}.function.parameters nests deeper than {} levels", where, harmony::kMaxSchemaDepth);
     // An object schema without properties takes no arguments: render "() => any".
     const bool empty = p->contains("properties") && (*p)["properties"].is_object() && (*p)["properties"].empty();
     if (!empty) out.parameters = *p;

@@ -225,6 +225,63 @@ test('errors: auth, unknown model, context length, malformed JSON, wrong types',
   await expectError(client.chat.completions.create({ model: MODEL, messages: [] }), 400);
 });
 
+test('hostile inputs: deep schemas, a non-object reasoning, wrong nested types get 400 and the server lives', async ({ base }) => {
+  // #27: nested schemas overflowed the stack in the schema renderer; reasoning: null aborted a stream.
+  const nest = (n, open, close, leaf) => open.repeat(n) + leaf + close.repeat(n);
+  const leaf = '{"type":"string"}';
+  const schemas = [nest(15000, '{"type":"array","items":', '}', leaf),
+    nest(33000, '{"type":"object","properties":{"a":', '}}', leaf), nest(100000, '{"anyOf":[', ']}', leaf)];
+  const user = '"messages":[{"role":"user","content":"hi"}]';
+  for (const schema of schemas) {
+    const tool = `{"type":"function","function":{"name":"f","parameters":${schema}}}`;
+    for (const [route, body] of [
+      ['/tokenize', `{${user},"tools":[${tool}]}`],
+      ['/v1/chat/completions', `{${user},"max_tokens":1,"tools":[${tool}]}`],
+      ['/v1/chat/completions', `{${user},"max_tokens":1,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":${schema}}}}`],
+      ['/v1/responses', `{"input":"hi","max_output_tokens":1,"tools":[{"type":"function","name":"f","parameters":${schema}}]}`]]) {
+      const r = await post(base, route, body, { raw: true });
+      assert.equal(r.status, 400, `${route} with a ${schema.length}-byte schema`);
+      assert.match(r.json.error.message, /deeper than \d+ levels/);
+    }
+  }
+  // Deep but within the limit: tokenized (the schema renders), not refused.
+  const ok = await post(base, '/tokenize', `{${user},"tools":[{"type":"function","function":{"name":"f","parameters":${
+    nest(20, '{"type":"array","items":', '}', leaf)}}}]}`, { raw: true });
+  assert.equal(ok.status, 200);
+  const responses = (body) => fetch(base + '/v1/responses', { method: 'POST', body: JSON.stringify(body),
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` } });
+  for (const stream of [true, false]) {
+    const r = await responses({ input: 'hi', reasoning: null, stream, max_output_tokens: 2 });
+    assert.equal(r.status, 200, `reasoning: null, stream: ${stream}`);
+    const text = await r.text();
+    assert.ok(stream ? text.includes('response.completed') || text.includes('response.incomplete') : JSON.parse(text).object === 'response');
+    for (const reasoning of ['high', 5, [], { effort: 3 }]) {
+      const bad = await responses({ input: 'hi', reasoning, stream, max_output_tokens: 2 });
+      assert.equal(bad.status, 400, `reasoning: ${JSON.stringify(reasoning)}, stream: ${stream}`);
+    }
+  }
+  const call = { type: 'function_call', call_id: 'call_1', name: 'f', arguments: '{}' };
+  for (const [what, body] of [
+    ['text.format.type', { input: 'hi', text: { format: { type: 5 } } }],
+    ['tools[].name', { input: 'hi', tools: [{ type: 'function', name: 5 }] }],
+    ['input[].role', { input: [{ role: 5, content: 'hi' }] }],
+    ['function_call call_id', { input: [{ ...call, call_id: 5 }] }],
+    ['function_call name', { input: [{ ...call, name: {} }] }],
+    ['response_format name', null]]) {
+    const r = body ? await responses({ max_output_tokens: 1, ...body })
+      : await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json',
+        Authorization: `Bearer ${API_KEY}` }, body: JSON.stringify(chatBody({ response_format: { type: 'json_schema',
+        json_schema: { name: 5, schema: { type: 'object' } } } })) });
+    assert.equal(r.status, 400, what);
+    assert.equal((await r.json()).error.type, 'invalid_request_error', what);
+  }
+  // Object arguments (as real clients send them) are accepted.
+  const objArgs = await responses({ max_output_tokens: 1, input: [{ role: 'user', content: 'hi' },
+    { ...call, arguments: { city: 'Paris' } }, { type: 'function_call_output', call_id: 'call_1', output: 'sunny' }] });
+  assert.equal(objArgs.status, 200);
+  assert.equal((await fetch(base + '/health')).status, 200, 'the server is alive');
+});
+
 test('64 concurrent streaming requests all complete', async ({ client }) => {
   const one = async (i) => {
     const stream = await client.chat.completions.create({ model: MODEL, stream: true, max_tokens: 4, temperature: 0,

@@ -136,12 +136,18 @@ class CudaMoeGrouped : public ::testing::TestWithParam<Gemm> {
  protected:
   void SetUp() override {
     MX_REQUIRE_CUDA();
+#ifdef MXSERVE_HAVE_CUDA
     if (GetParam() == Gemm::kWgmma && !cuda::moe_grouped_wgmma_available())
       GTEST_SKIP() << "no sm_90a code for this device: the wgmma grouped GEMMs are not built for it";
     cuda::set_moe_grouped_kernel(GetParam() == Gemm::kWgmma ? cuda::GroupedKernel::kWgmma
                                                             : cuda::GroupedKernel::kMmaSync);
+#endif
   }
-  void TearDown() override { cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kAuto); }
+  void TearDown() override {
+#ifdef MXSERVE_HAVE_CUDA
+    cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kAuto);
+#endif
+  }
 };
 
 INSTANTIATE_TEST_SUITE_P(Gemms, CudaMoeGrouped, ::testing::Values(Gemm::kMmaSync, Gemm::kWgmma),
