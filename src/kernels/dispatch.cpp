@@ -414,6 +414,25 @@ Status sample(const SampleArgs& a) {
   return route("sample", dev, a, cpu::sample, MX_CUDA_FN(sample), nbytes({&a.logits}));
 }
 
+Status take_prev_tokens(const TakePrevTokensArgs& a) {
+  const Device dev = a.tokens.device;
+  MX_TRY(expect(a.tokens, "take_prev_tokens", "tokens", {DType::I32}, 1, dev));
+  MX_TRY(expect(a.from, "take_prev_tokens", "from", {DType::I32}, 1, dev));
+  MX_TRY(expect(a.prev, "take_prev_tokens", "prev", {DType::I32}, 1, dev));
+  MX_TRY(same_dim("take_prev_tokens", "tokens", a.from.dim(0), a.tokens.dim(0)));
+  return route("take_prev_tokens", dev, a, cpu::take_prev_tokens, MX_CUDA_FN(take_prev_tokens), 3 * nbytes({&a.tokens}));
+}
+
+Status apply_table_updates(const TableUpdatesArgs& a) {
+  const Device dev = a.tables.device;
+  MX_TRY(expect(a.tables, "apply_table_updates", "tables", {DType::I32}, 2, dev));
+  MX_TRY(expect(a.updates, "apply_table_updates", "updates", {DType::I32}, 2, dev));
+  MX_TRY(expect(a.count, "apply_table_updates", "count", {DType::I32}, 1, dev));
+  MX_TRY(same_dim("apply_table_updates", "update width", a.updates.dim(1), 3));
+  return route("apply_table_updates", dev, a, cpu::apply_table_updates, MX_CUDA_FN(apply_table_updates),
+               nbytes({&a.updates}));
+}
+
 Status add_i32(const AddI32Args& a) {
   const Device dev = a.x.device;
   MX_TRY(expect(a.x, "add_i32", "x", {DType::I32}, a.x.ndim, dev));

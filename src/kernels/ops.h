@@ -266,6 +266,82 @@ struct SampleArgs {
 };
 Status sample(const SampleArgs& a);
 
+// ---- the engine step's sampling stage (runtime/step_runner.cpp runs them in this order) ------
+// 1. logprobs_topk over the raw logits, 2. logits_process, 3. sample, 4. logprobs_chosen.
+constexpr int kMaxTopLogprobs = 20;
+
+// Per row with k = rows_k[r] >= 0: the log-sum-exp of the raw row and its k most likely ids
+// (higher logit first, lower id first on ties) with their log-probabilities (logit - lse).
+// Rows with k < 0 are left untouched. Columns >= k of ids/logprobs are unspecified.
+struct LogprobsTopkArgs {
+  Tensor logits;    // (R, V) f32, the raw logits
+  Tensor rows_k;    // (R) i32: alternatives wanted per row, -1 = no logprobs
+  Tensor lse;       // (R) f32 out
+  Tensor top_ids;   // (R, kMaxTopLogprobs) i32 out
+  Tensor top_logprobs;  // (R, kMaxTopLogprobs) f32 out
+};
+Status logprobs_topk(const LogprobsTopkArgs& a);
+
+// One logits-processing entry of a row: a token of the row's history (penalties), an additive
+// bias (logit_bias) or a ban (min_tokens: eos and stop ids are -inf until then).
+enum class LogitsEntryKind : int32_t { Penalty = 0, Bias = 1, Ban = 2 };
+struct LogitsEntry {
+  int32_t token = 0;
+  LogitsEntryKind kind = LogitsEntryKind::Penalty;
+  int32_t count = 0;  // Penalty: occurrences among the generated tokens (frequency/presence)
+  int32_t aux = 0;    // Penalty: 1 if the token is in the prompt (repetition); Bias: the f32 bias's bits
+};
+static_assert(sizeof(LogitsEntry) == 16);
+
+// Per row, in place, in this order: (1) penalties, each Penalty entry's token once (the host gives
+// one entry per distinct token): repetition r (HF/vLLM rule, prompt or generated: x > 0 ? x / r : x * r),
+// then x -= frequency * count + presence * (count > 0); (2) x += bias for each Bias entry; (3) x =
+// -inf for each Ban entry. The entries of row r are entries[offsets[r] .. offsets[r + 1]), ordered
+// Penalty, Bias, Ban (a token may appear once per kind). saved[i] receives the value entry i's token
+// held before this op touched the row (the raw logit for the first entry of a token), for
+// logprobs_chosen. Rows without entries are not read.
+struct LogitsProcessArgs {
+  Tensor logits;     // (R, V) f32, updated in place
+  Tensor penalties;  // (R, 3) f32: repetition (1 = off), presence (0 = off), frequency (0 = off)
+  Tensor offsets;    // (R + 1) i32
+  Tensor entries;    // (N, 4) i32: LogitsEntry records (N >= offsets[R]; may be larger)
+  Tensor saved;      // (N) f32 out
+};
+Status logits_process(const LogitsProcessArgs& a);
+
+// Per row with rows_k[r] >= 0: logprob[r] = raw(ids[r]) - lse[r], where raw(v) is saved[i] of the
+// first entry i of the row with token v, else logits[r, v] (a token no entry touched is raw).
+struct LogprobsChosenArgs {
+  Tensor logits;    // (R, V) f32, processed
+  Tensor offsets;   // (R + 1) i32, as given to logits_process
+  Tensor entries;   // (N, 4) i32
+  Tensor saved;     // (N) f32
+  Tensor ids;       // (R) i32, the sampled ids
+  Tensor rows_k;    // (R) i32
+  Tensor lse;       // (R) f32 from logprobs_topk
+  Tensor logprobs;  // (R) f32 out
+};
+Status logprobs_chosen(const LogprobsChosenArgs& a);
+
+// ---- the engine step's prologue (graph-safe: counts are read on the device) ------------------
+// tokens[i] = prev[from[i]] for every i with from[i] >= 0: a decode token that the previous step
+// sampled on the device, not yet seen by the host.
+struct TakePrevTokensArgs {
+  Tensor tokens;  // (T) i32, updated
+  Tensor from;    // (T) i32: index into prev, or -1
+  Tensor prev;    // (P) i32: the previous step's sampled ids
+};
+Status take_prev_tokens(const TakePrevTokensArgs& a);
+
+// tables[u.row][u.index] = u.block for the first count[0] updates (the engine's persistent block
+// tables grow by the blocks each step appends).
+struct TableUpdatesArgs {
+  Tensor tables;   // (S, max_blocks) i32, updated
+  Tensor updates;  // (U, 3) i32: row, index, block
+  Tensor count;    // (1) i32: how many of the U updates to apply
+};
+Status apply_table_updates(const TableUpdatesArgs& a);
+
 // x[i] += value for an i32 tensor (advances decode positions inside a captured step).
 struct AddI32Args {
   Tensor x;

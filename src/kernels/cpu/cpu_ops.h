@@ -20,6 +20,8 @@ Status moe(const ops::MoeArgs& a);
 Status fill_random(const ops::FillRandomArgs& a);
 Status sample(const ops::SampleArgs& a);
 Status add_i32(const ops::AddI32Args& a);
+Status take_prev_tokens(const ops::TakePrevTokensArgs& a);
+Status apply_table_updates(const ops::TableUpdatesArgs& a);
 
 // Reads element i of a bf16 or f32 tensor as float (weights may be either on the CPU backend).
 inline float load_f32(const Tensor& t, int64_t i) {

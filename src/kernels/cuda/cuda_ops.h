@@ -57,6 +57,8 @@ int moe_grouped_wgmma_min_pairs_per_expert();  // kAuto takes wgmma from this ma
 Status fill_random(const ops::FillRandomArgs& a);
 Status sample(const ops::SampleArgs& a);  // f32_sample.cu
 Status add_i32(const ops::AddI32Args& a);
+Status take_prev_tokens(const ops::TakePrevTokensArgs& a);
+Status apply_table_updates(const ops::TableUpdatesArgs& a);
 Status mem_info(size_t* free_bytes, size_t* total_bytes);
 // Captures step() on a fresh stream into an instantiated graph (cudaGraphExec_t), replays it on
 // the engine stream, destroys it.

@@ -1,4 +1,4 @@
-// Launchers of the utility ops (fill_random, sample, add_i32) and the op-timing events.
+// Launchers of the utility ops (fill_random, sample, add_i32, the step prologue) and the op-timing events.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,6 +39,20 @@ Status sample(const ops::SampleArgs& a) {
 
 Status add_i32(const ops::AddI32Args& a) {
   return launched("add_i32", kern::run_add_i32(a.x.ptr<int32_t>(), a.x.numel(), a.value, engine_stream()));
+}
+
+Status take_prev_tokens(const ops::TakePrevTokensArgs& a) {
+  return launched("take_prev_tokens",
+                  kern::run_take_prev_tokens(a.tokens.ptr<int32_t>(), a.from.ptr<const int32_t>(),
+                                             a.prev.ptr<const int32_t>(), a.tokens.numel(), a.prev.numel(),
+                                             engine_stream()));
+}
+
+Status apply_table_updates(const ops::TableUpdatesArgs& a) {
+  return launched("apply_table_updates",
+                  kern::run_apply_table_updates(a.tables.ptr<int32_t>(), a.tables.dim(0), a.tables.dim(1),
+                                                a.updates.ptr<const int32_t>(), a.updates.dim(0),
+                                                a.count.ptr<const int32_t>(), engine_stream()));
 }
 
 void* event_record() {

@@ -1,4 +1,5 @@
-// Utility kernels: fill_random (grid-stride, same hash as the CPU backend) and add_i32.
+// Utility kernels: fill_random (grid-stride, same hash as the CPU backend), add_i32, and the engine
+// step's prologue (take_prev_tokens, apply_table_updates: counts read on the device, graph-safe).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -29,6 +30,20 @@ __global__ void add_i32_kernel(int32_t* x, int64_t n, int32_t value) {
   if (i < n) x[i] += value;
 }
 
+__global__ void take_prev_tokens_kernel(int32_t* tokens, const int32_t* from, const int32_t* prev, int64_t T,
+                                        int64_t P) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < T && from[i] >= 0 && from[i] < P) tokens[i] = prev[from[i]];
+}
+
+__global__ void apply_table_updates_kernel(int32_t* tables, int64_t rows, int64_t width, const int32_t* updates,
+                                           int64_t U, const int32_t* count) {
+  const int64_t u = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (u >= U || u >= count[0]) return;
+  const int32_t row = updates[3 * u], index = updates[3 * u + 1];
+  if (row >= 0 && row < rows && index >= 0 && index < width) tables[int64_t(row) * width + index] = updates[3 * u + 2];
+}
+
 }  // namespace
 
 cudaError_t run_fill_random(void* out, FillKind kind, int64_t n, uint64_t seed, float scale, float offset, int lo,
@@ -36,6 +51,20 @@ cudaError_t run_fill_random(void* out, FillKind kind, int64_t n, uint64_t seed, 
   if (n == 0) return cudaSuccess;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 132 * 32);
   fill_random_kernel<<<unsigned(blocks), 256, 0, s>>>(out, kind, n, seed, scale, offset, lo, hi);
+  return cudaGetLastError();
+}
+
+cudaError_t run_take_prev_tokens(int32_t* tokens, const int32_t* from, const int32_t* prev, int64_t T, int64_t P,
+                                 cudaStream_t s) {
+  if (T == 0) return cudaSuccess;
+  take_prev_tokens_kernel<<<unsigned((T + 255) / 256), 256, 0, s>>>(tokens, from, prev, T, P);
+  return cudaGetLastError();
+}
+
+cudaError_t run_apply_table_updates(int32_t* tables, int64_t rows, int64_t width, const int32_t* updates, int64_t U,
+                                    const int32_t* count, cudaStream_t s) {
+  if (U == 0) return cudaSuccess;
+  apply_table_updates_kernel<<<unsigned((U + 255) / 256), 256, 0, s>>>(tables, rows, width, updates, U, count);
   return cudaGetLastError();
 }
 
