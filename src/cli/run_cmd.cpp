@@ -1,5 +1,5 @@
-// `mxserve run MODEL`: generate from prompt ids or text, stream the output, optionally dump the
-// logits each token was chosen from as a .npy file.
+// `mxserve run MODEL`: generate from prompt ids or text through the Engine (the loop `serve` runs),
+// stream the output, optionally dump the logits each token was chosen from as a .npy file.
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -10,7 +10,7 @@
 #include "cli/demo_model.h"
 #include "core/log.h"
 #include "core/npy.h"
-#include "runtime/generate.h"
+#include "runtime/scheduler.h"
 #include "tokenizer/harmony.h"
 #include "tokenizer/harmony_parser.h"
 #include "tokenizer/tokenizer.h"
@@ -115,15 +115,13 @@ Status run(RunFlags f) {
     }
   }
   const bool chat = tok && f.prompt_ids.empty() && !f.raw;
-  GenerateOptions opt;
-  opt.max_tokens = f.max_tokens;
-  opt.sampling = {.temperature = f.temperature, .top_k = f.top_k, .top_p = f.top_p, .min_p = f.min_p, .seed = f.seed};
-  if (!f.ignore_eos) opt.stop_ids = model->config.eos_token_ids;
-  if (chat && !f.ignore_eos) {  // the assistant's turn ends with <|return|> or a tool <|call|>
-    opt.stop_ids.push_back(harmony::marker_id(harmony::Marker::Return));
-    opt.stop_ids.push_back(harmony::marker_id(harmony::Marker::Call));
-  }
-  opt.keep_logits = !f.dump_logits.empty();
+  RequestParams p{.prompt = prompt, .max_tokens = f.max_tokens};
+  p.sampling = {.temperature = f.temperature, .top_k = f.top_k, .top_p = f.top_p, .min_p = f.min_p, .seed = f.seed};
+  p.eos_ids = model->config.eos_token_ids;
+  if (f.ignore_eos) p.ignore_eos = IgnoreEos::Yes;
+  if (chat && !f.ignore_eos)  // the assistant's turn ends with <|return|> or a tool <|call|>
+    p.stop_ids = {harmony::marker_id(harmony::Marker::Return), harmony::marker_id(harmony::Marker::Call)};
+  p.keep_logits = !f.dump_logits.empty();
   std::unique_ptr<StreamDecoder> stream = tok && !chat ? std::make_unique<StreamDecoder>(tok) : nullptr;
   std::optional<ChatPrinter> printer;
   if (chat) {
@@ -135,17 +133,44 @@ Status run(RunFlags f) {
     else std::printf("%d ", id);
     std::fflush(stdout);
   };
-  MX_ASSIGN(GenerateResult r, generate(*model, prompt, opt, on_token));
+  // The engine that `serve` runs, sized for this one request.
+  const int64_t total = int64_t(prompt.size()) + std::max(f.max_tokens, 1);
+  MX_CHECK(total <= model->config.max_position_embeddings,
+           "prompt ({}) + max_tokens ({}) exceeds the model's context of {}", prompt.size(), f.max_tokens,
+           model->config.max_position_embeddings);
+  constexpr int kBlock = 16;
+  MX_ASSIGN(auto engine, Engine::create(*model, {.max_num_seqs = 1,
+                                                 .max_model_len = int(total),
+                                                 .kv_block_size = kBlock,
+                                                 .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,
+                                                 .stats_interval_seconds = 0}));
+  std::vector<int32_t> generated;
+  std::vector<float> logits;
+  RequestTiming timing;
+  if (f.max_tokens > 0) {
+    MX_ASSIGN(auto s, engine->submit(std::move(p)));
+    for (StreamUpdate u; !u.finished();) {
+      u = s->wait(std::chrono::milliseconds(100));
+      for (int32_t id : u.tokens) on_token(id);
+      generated.insert(generated.end(), u.tokens.begin(), u.tokens.end());
+      logits.insert(logits.end(), u.logits.begin(), u.logits.end());
+      MX_CHECK(u.reason != FinishReason::Error, "generation failed: {}", u.error);
+    }
+    timing = s->timing();
+  }
   if (stream) std::fputs(stream->flush().c_str(), stdout);
   if (printer) printer->finish(*tok);
   std::printf("\n");
-  log_info("prompt {} tokens in {:.3f} s ({:.1f} t/s), generated {} tokens in {:.3f} s ({:.1f} t/s)", prompt.size(),
-           r.prefill_seconds, double(prompt.size()) / std::max(r.prefill_seconds, 1e-9), r.tokens.size(),
-           r.decode_seconds, double(r.tokens.size()) / std::max(r.decode_seconds, 1e-9));
+  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  const double prefill_s = generated.empty() ? 0 : secs(timing.arrival, timing.first_token);
+  const double decode_s = generated.empty() ? 0 : secs(timing.first_token, timing.finished);
+  log_info("prompt {} tokens in {:.3f} s ({:.1f} t/s), generated {} tokens in {:.3f} s ({:.1f} t/s after the first)",
+           prompt.size(), prefill_s, double(prompt.size()) / std::max(prefill_s, 1e-9), generated.size(), decode_s,
+           double(std::max<size_t>(generated.size(), 1) - 1) / std::max(decode_s, 1e-9));
   if (!f.dump_logits.empty()) {
     const int64_t V = model->config.vocab_size;
-    MX_TRY(write_npy_f32(f.dump_logits, r.logits, {int64_t(r.logits.size()) / V, V}));
-    log_info("wrote logits of {} steps to {}", r.logits.size() / size_t(V), f.dump_logits);
+    MX_TRY(write_npy_f32(f.dump_logits, logits, {int64_t(logits.size()) / V, V}));
+    log_info("wrote logits of {} steps to {}", logits.size() / size_t(V), f.dump_logits);
   }
   return ok_status();
 }

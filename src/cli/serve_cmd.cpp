@@ -31,24 +31,27 @@ struct ServeFlags {
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = false;
   bool enforce_eager = false;
+  bool no_async_scheduling = false;
 };
 
 namespace fs = std::filesystem;
 
 // KV blocks that fit the memory budget: on CUDA a fraction of the device memory not taken by the
-// weights (minus headroom for activations); on the CPU a fraction of 4 GiB.
-Result<int> kv_blocks(const Model& m, const ServeFlags& f, size_t bytes_per_block) {
+// weights (minus headroom for activations and the sliding layers' window pool); on the CPU a
+// fraction of 4 GiB.
+Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
   if (f.num_gpu_blocks_override > 0) return f.num_gpu_blocks_override;
-  size_t budget = 0;
+  double budget = 0;
   if (m.weights.device == Device::CUDA) {
     MX_ASSIGN(ops::MemoryInfo mi, ops::memory_info(Device::CUDA));
     const double used = double(mi.total_bytes - mi.free_bytes);
     const double headroom = 1.5 * double(1u << 30);
-    budget = size_t(std::max(0.0, f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom));
+    budget = f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom;
   } else {
-    budget = size_t(f.gpu_memory_utilization * double(4ull << 30));
+    budget = f.gpu_memory_utilization * double(4ull << 30);
   }
-  return int(std::min<size_t>(budget / bytes_per_block, 1u << 30));
+  budget -= double(kv.window_pool_bytes);
+  return int(std::min<double>(std::max(0.0, budget) / double(kv.bytes_per_block), double(1u << 30)));
 }
 
 Status serve(ServeFlags f) {
@@ -76,35 +79,36 @@ Status serve(ServeFlags f) {
     log_warn("{} has no tokenizer.json: only token-id prompts on /v1/completions will work", model->path.string());
   }
   const ModelConfig& c = model->config;
-  const size_t act = device == Device::CPU ? 4 : 2;
-  const size_t per_block = size_t(c.num_hidden_layers) * 2 * size_t(f.block_size) * size_t(c.kv_width()) * act;
-  MX_ASSIGN(int blocks, kv_blocks(*model, f, per_block));
-  const int64_t kv_tokens = int64_t(blocks) * f.block_size;
-  int max_len = f.max_model_len > 0 ? f.max_model_len : c.max_position_embeddings;
-  if (f.max_model_len <= 0 && kv_tokens < max_len) {
-    max_len = int(kv_tokens);
-    log_warn("the KV cache holds {} tokens: max_model_len lowered to {}", kv_tokens, max_len);
+  EngineArgs ea{.max_num_seqs = f.max_num_seqs,
+                .max_num_batched_tokens = std::max(f.max_num_batched_tokens, f.max_num_seqs),
+                .kv_block_size = f.block_size,
+                .prefix_caching = f.enable_prefix_caching ? PrefixCaching::On : PrefixCaching::Off,
+                .enforce_eager = f.enforce_eager,
+                .async_scheduling = f.no_async_scheduling ? AsyncScheduling::Off : AsyncScheduling::On};
+  const KvLayout layout = kv_layout(c, ea, device);
+  MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout));
+  const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
+  ea.max_model_len = f.max_model_len > 0 ? f.max_model_len : c.max_position_embeddings;
+  if (f.max_model_len <= 0 && kv_tokens < ea.max_model_len) {
+    ea.max_model_len = int(kv_tokens);
+    log_warn("the KV cache holds {} tokens: max_model_len lowered to {}", kv_tokens, ea.max_model_len);
   }
-  const int batched = std::max(f.max_num_batched_tokens, f.max_num_seqs);
   log_info("dtype: dense weights bf16, experts {}, activations {}", c.mxfp4_experts ? "mxfp4" : "bf16",
            device == Device::CPU ? "f32 (CPU reference)" : "bf16");
-  log_info("KV cache: {} blocks of {} tokens = {} tokens ({:.2f} GiB); maximum concurrency for {} tokens per request: "
-           "{:.2f}x",
-           blocks, f.block_size, kv_tokens, double(per_block) * blocks / double(1u << 30), max_len,
-           double(kv_tokens) / max_len);
-  log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}, decode "
-           "steps {}",
-           f.max_num_seqs, batched, f.enable_prefix_caching ? "on" : "off",
-           device == Device::CUDA && !f.enforce_eager ? "as CUDA graphs (one per batch size up to 64, captured on first use)"
-                                                      : "eager");
-  MX_ASSIGN(auto engine, Engine::create(*model, {.max_num_seqs = f.max_num_seqs,
-                                                 .max_num_batched_tokens = batched,
-                                                 .max_model_len = max_len,
-                                                 .kv_block_size = f.block_size,
-                                                 .num_kv_blocks = blocks,
-                                                 .prefix_caching = f.enable_prefix_caching ? PrefixCaching::On
-                                                                                           : PrefixCaching::Off,
-                                                 .enforce_eager = f.enforce_eager}));
+  log_info("KV cache: {} tokens ({:.2f} GiB) + a {:.2f} GiB window pool; maximum concurrency for {} tokens per "
+           "request: {:.2f}x",
+           kv_tokens, double(layout.bytes_per_block) * ea.num_kv_blocks / double(1u << 30),
+           double(layout.window_pool_bytes) / double(1u << 30), ea.max_model_len,
+           double(kv_tokens) / ea.max_model_len);
+  log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}, async "
+           "scheduling {}, decode steps {}",
+           ea.max_num_seqs, ea.max_num_batched_tokens, f.enable_prefix_caching ? "on" : "off",
+           f.no_async_scheduling ? "off" : "on",
+           device == Device::CUDA && !f.enforce_eager
+               ? "as CUDA graphs (one per batch bucket up to max_num_seqs, captured on first use), sampling on the GPU"
+               : "eager");
+  MX_ASSIGN(auto engine, Engine::create(*model, ea));
+  log_info("KV layout: {}", engine->kv_summary());
   srv.set_ready(std::move(engine), tok);
   const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
   log_info("Starting API server on http://{}:{}", shown_host, srv.port());
@@ -183,6 +187,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--block-size", f->block_size, "Tokens per KV cache block")->default_val(16)->check(CLI::Range(1, 1024));
   cmd->add_flag("--enable-prefix-caching", f->enable_prefix_caching, "Reuse the KV cache blocks of shared prompt prefixes (full blocks)");
   cmd->add_flag("--enforce-eager", f->enforce_eager, "Run every decode step op by op instead of replaying CUDA graphs");
+  cmd->add_flag("--no-async-scheduling", f->no_async_scheduling,
+                "Plan each step only after the previous one is read (default: the host prepares step N+1 while the "
+                "GPU runs step N)");
   cmd->add_option("--max-json-depth", f->max_json_depth,
                   "Deepest nesting of arrays/objects accepted in a request body (checked before parsing; deeper: 400)")
       ->default_val(server::kDefaultMaxJsonDepth)->check(CLI::Range(2, 100000));

@@ -2,6 +2,7 @@
 // routes to the CPU reference or the CUDA kernels by where the tensors live. All backend/path
 // decisions are made here; MXSERVE_PRINT_DISPATCH=1 prints each one.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -86,7 +87,7 @@ struct PendingTiming {
   void* stop;
   double host_us;
 };
-bool g_profiling = false;
+std::atomic<bool> g_profiling{false};  // set by a bench thread, read by the engine thread
 std::vector<PendingTiming> g_timings;
 
 // Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds. `bytes` is what
@@ -265,7 +266,7 @@ Status attention(const AttentionArgs& a) {
   // KV bytes depend on the positions (device data): the caller adds them (see runtime/bench).
   const double bytes = nbytes({&a.qkv, &a.out});
 #ifdef MXSERVE_HAVE_CUDA
-  if (dev == Device::CUDA && a.qkv.dim(0) >= kAttentionPrefillMinTokensPerSeq * a.batch.block_tables.dim(0) &&
+  if (dev == Device::CUDA && a.qkv.dim(0) >= kAttentionPrefillMinTokensPerSeq * a.batch.seqs() &&
       cuda::attention_prefill_supported(a))
     return route("attention_prefill", dev, a, cpu::attention, MX_CUDA_FN(attention_prefill), bytes);
 #endif

@@ -29,21 +29,36 @@ Result<Buffer> Buffer::allocate(Device device, size_t bytes) {
 #endif
 }
 
+Result<Buffer> Buffer::allocate_pinned(size_t bytes) {
+#ifdef MXSERVE_HAVE_CUDA
+  if (cuda_available()) {
+    Buffer b;
+    b.size_ = bytes;
+    b.pinned_ = true;
+    MX_ASSIGN(b.data_, cuda::host_malloc_pinned(bytes));
+    return b;
+  }
+#endif
+  return allocate(Device::CPU, bytes);
+}
+
 Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   std::swap(data_, o.data_);
   std::swap(size_, o.size_);
   std::swap(device_, o.device_);
+  std::swap(pinned_, o.pinned_);
   return *this;
 }
 
 Buffer::~Buffer() {
   if (!data_) return;
-  if (device_ == Device::CPU) std::free(data_);
 #ifdef MXSERVE_HAVE_CUDA
-  else cuda::device_free(data_);
+  if (pinned_) return cuda::host_free_pinned(data_);
+  if (device_ == Device::CUDA) return cuda::device_free(data_);
 #endif
+  std::free(data_);
 }
 
 Tensor Buffer::view(DType dtype, std::initializer_list<int64_t> shape) const {
@@ -61,6 +76,57 @@ Status copy(const Tensor& dst, const Tensor& src) {
   return cuda::memcpy_any(dst.data, src.data, src.nbytes());
 #else
   return MX_ERROR("copy: CUDA tensors in a build without CUDA");
+#endif
+}
+
+Status copy_async(const Tensor& dst, const Tensor& src) {
+  MX_CHECK(dst.nbytes() == src.nbytes(), "copy_async: {} bytes into {} bytes", src.nbytes(), dst.nbytes());
+  if (dst.device == Device::CPU && src.device == Device::CPU) {
+    std::memcpy(dst.data, src.data, src.nbytes());
+    return ok_status();
+  }
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda::memcpy_async(dst.data, src.data, src.nbytes());
+#else
+  return MX_ERROR("copy_async: CUDA tensors in a build without CUDA");
+#endif
+}
+
+Result<Event> Event::create(Device device) {
+  Event e;
+  e.device_ = device;
+  if (device == Device::CPU) return e;
+#ifdef MXSERVE_HAVE_CUDA
+  MX_ASSIGN(e.event_, cuda::event_create());
+  return e;
+#else
+  return MX_ERROR("Event: built without CUDA");
+#endif
+}
+
+Status Event::record() {
+#ifdef MXSERVE_HAVE_CUDA
+  if (event_) return cuda::event_record_on_stream(event_);
+#endif
+  return ok_status();
+}
+
+Status Event::wait() {
+#ifdef MXSERVE_HAVE_CUDA
+  if (event_) return cuda::event_synchronize(event_);
+#endif
+  return ok_status();
+}
+
+Event::Event(Event&& o) noexcept { *this = std::move(o); }
+Event& Event::operator=(Event&& o) noexcept {
+  std::swap(device_, o.device_);
+  std::swap(event_, o.event_);
+  return *this;
+}
+Event::~Event() {
+#ifdef MXSERVE_HAVE_CUDA
+  if (event_) cuda::event_destroy(event_);
 #endif
 }
 

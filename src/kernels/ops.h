@@ -26,6 +26,9 @@ class Buffer {
  public:
   Buffer() = default;
   static Result<Buffer> allocate(Device device, size_t bytes);
+  // Page-locked host memory (cudaMallocHost in CUDA builds with a device, else plain host memory):
+  // the source or target of copy_async without a staging copy by the driver.
+  static Result<Buffer> allocate_pinned(size_t bytes);
   Buffer(Buffer&&) noexcept;
   Buffer& operator=(Buffer&&) noexcept;
   Buffer(const Buffer&) = delete;
@@ -42,10 +45,33 @@ class Buffer {
   void* data_ = nullptr;
   size_t size_ = 0;
   Device device_ = Device::CPU;
+  bool pinned_ = false;
 };
 
 // Byte copy between tensors of equal byte size, any direction.
 Status copy(const Tensor& dst, const Tensor& src);
+// The same, queued on the device's stream after the work before it (host memory must be pinned
+// and stay untouched until an Event recorded after the copy completes); immediate on the CPU.
+Status copy_async(const Tensor& dst, const Tensor& src);
+
+// A point in the device's stream: record() after queued work, wait() blocks the host until that
+// work is done. On the CPU every op is done when it returns: both are no-ops.
+class Event {
+ public:
+  static Result<Event> create(Device device);
+  Status record();
+  Status wait();
+  Event() = default;
+  Event(Event&&) noexcept;
+  Event& operator=(Event&&) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+ private:
+  Device device_ = Device::CPU;
+  void* event_ = nullptr;
+};
 bool cuda_available();  // built with CUDA and a device is present
 Status synchronize(Device device);  // waits for the device's queued work
 struct MemoryInfo {
@@ -121,6 +147,9 @@ struct TokenBatch {
   Tensor positions;     // (T) i32 position of each token in its sequence
   Tensor seq_index;     // (T) i32 row of block_tables for each token
   Tensor block_tables;  // (S, max_blocks) i32 physical block ids
+  int64_t num_seqs = 0;  // sequences the T tokens belong to; 0: S (the engine's tables have a row
+                         // per seat, most of them idle in a given call)
+  int64_t seqs() const { return num_seqs > 0 ? num_seqs : block_tables.dim(0); }
 };
 
 // One layer of the paged cache.

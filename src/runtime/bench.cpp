@@ -1,6 +1,5 @@
-// Bench runner: random KV contents stand in for a prefilled context of the given depth (the
-// decode step reads the same bytes); decode steps run as a captured graph (forward -> greedy sample ->
-// next tokens, positions + 1) replayed N times; prefill runs one forward over P tokens.
+// Bench runner: requests through the Engine (the loop `serve` runs). Random KV contents stand in
+// for a prefilled context of the given depth (a decode step reads the same bytes).
 #include "runtime/bench.h"
 
 #include <chrono>
@@ -10,13 +9,10 @@
 
 #include "core/log.h"
 #include "model/forward.h"
-#include "runtime/batch_staging.h"
-#include "runtime/kv_cache.h"
+#include "runtime/scheduler.h"
 
 namespace mx {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -79,151 +75,114 @@ class Runner {
  public:
   Runner(const Model& m, const BenchOptions& o) : m_(m), c_(m.config), o_(o), dev_(m.weights.device) {}
 
+  // pp<P> @ d: one request of depth + P tokens whose first `depth` count as prefilled; the whole
+  // prompt is one step (the token budget is P), timed from submission to its first token.
   Result<BenchRow> prefill(int P, int depth) {
     BenchRow row{.test = fmt::format("pp{}", P), .depth = depth, .batch = 1};
-    MX_TRY(setup(1, depth + P, P, 1, row));
+    MX_TRY(setup(1, depth + P + 1, std::max(P, 1), row));
     if (!row.skipped.empty()) return row;
-    HostBatch hb = batch_at(1, depth, P);
-    hb.logit_rows = {int32_t(P - 1)};
     std::vector<double> tps;
-    for (int r = 0; r < o_.reps + 1; ++r) {  // first run warms up
-      MX_ASSIGN(ForwardArgs a, staging_->stage(hb, *kv_));
-      MX_TRY(ops::synchronize(dev_));
-      const auto t0 = Clock::now();
-      MX_TRY(forward(m_, *ws_, a));
-      MX_TRY(ops::synchronize(dev_));
-      if (r > 0) tps.push_back(P / seconds_since(t0));
+    for (int r = 0; r < o_.reps + 1; ++r) {  // the first run warms up
+      MX_ASSIGN(double s, run_requests(1, depth, P, 1));
+      if (r > 0) tps.push_back(P / s);
     }
     row.mean = mean_of(tps);
     row.sd = sd_of(tps);
     return row;
   }
 
+  // tg<N> @ d, batch B: B requests whose context of `depth` tokens counts as prefilled, each
+  // generating N tokens (greedy, fed back, every step a decode step of B tokens).
   Result<BenchRow> decode(int N, int depth, int B, BenchReport* profile_into) {
     BenchRow row{.test = fmt::format("tg{}", N), .depth = depth, .batch = B};
-    MX_TRY(setup(B, depth + N, B, B, row));
+    MX_TRY(setup(B, depth + N + 1, B, row));
     if (!row.skipped.empty()) return row;
-    HostBatch hb = batch_at(B, depth, 1);
-    for (int b = 0; b < B; ++b) hb.logit_rows.push_back(b);
-    MX_ASSIGN(ForwardArgs a, staging_->stage(hb, *kv_));
-    const Tensor next_ids = a.tokens;
-    MX_TRY(make_sampling_inputs(B));
-    auto step = [&]() -> Status {
-      MX_TRY(forward(m_, *ws_, a));
-      MX_TRY(ops::sample({.logits = a.logits, .params = params_, .seeds = seeds_, .positions = a.batch.positions,
-                          .ids = next_ids}));
-      return ops::add_i32({.x = a.batch.positions, .value = 1});
-    };
-    MX_TRY(step());  // eager warm-up: grows backend scratch before any capture
-    MX_TRY(ops::synchronize(dev_));
-    if (profile_into) {
-      ops::set_profiling(true);
-      const auto t0 = Clock::now();
-      MX_TRY(step());
-      MX_TRY(ops::synchronize(dev_));
-      profile_into->profile_step_us = seconds_since(t0) * 1e6;
-      ops::set_profiling(false);
-      profile_into->profile = ops::take_profile();
-      for (auto& p : profile_into->profile)
-        if (p.name.starts_with("attention")) p.bytes += kv_step_bytes(c_, depth) * B;
-    }
-    std::optional<ops::StepGraph> graph;
-    if (o_.graphs == UseGraphs::Yes) {
-      MX_ASSIGN(ops::StepGraph g, ops::StepGraph::capture(dev_, step));
-      graph = std::move(g);
-    }
     std::vector<double> tps;
     for (int r = 0; r < o_.reps + 1; ++r) {
-      MX_ASSIGN(a, staging_->stage(hb, *kv_));  // positions back to the depth
-      MX_TRY(ops::synchronize(dev_));
-      const auto t0 = Clock::now();
-      for (int i = 0; i < N; ++i) MX_TRY(graph ? graph->replay() : step());
-      MX_TRY(ops::synchronize(dev_));
-      if (r > 0) tps.push_back(double(B) * N / seconds_since(t0));
+      MX_ASSIGN(double s, run_requests(B, depth, 1, N));
+      if (r > 0) tps.push_back(double(B) * N / s);
     }
     row.mean = mean_of(tps);
     row.sd = sd_of(tps);
     const double step_s = double(B) / row.mean;
     row.gbps = decode_step_bytes(c_, B, depth + N / 2) / step_s / 1e9;
+    if (profile_into) MX_TRY(profile(B, depth, *profile_into));
     return row;
   }
 
  private:
-  // Allocates the KV cache, workspace and staging for B sequences of `tokens` positions each;
-  // marks the row skipped when they would not fit in free device memory.
-  Status setup(int B, int tokens, int max_tokens, int max_rows, BenchRow& row) {
-    kv_.reset();
-    ws_.reset();
-    staging_.reset();
+  EngineArgs engine_args(int B, int tokens, int budget, UseGraphs graphs) const {
     const int blocks_per_seq = (tokens + o_.kv_block_size - 1) / o_.kv_block_size;
-    const KvCacheArgs kv_args{.num_blocks = B * blocks_per_seq,
-                              .block_size = o_.kv_block_size,
-                              .sliding = SlidingLayers::Ring,
-                              .max_seqs = B,
-                              .max_call_tokens = max_tokens / B};
-    int full_layers = 0;
-    for (int l = 0; l < c_.num_hidden_layers; ++l) full_layers += c_.window_of_layer(l) == 0;
-    const int ring_blocks = (kv_args.max_call_tokens + c_.sliding_window + 2 * o_.kv_block_size) / o_.kv_block_size;
-    const double kv_bytes = (double(full_layers) * B * blocks_per_seq +
-                             double(c_.num_hidden_layers - full_layers) * B * ring_blocks) *
-                            o_.kv_block_size * 2.0 * c_.kv_width() * (dev_ == Device::CPU ? 4 : 2);
+    return {.max_num_seqs = B,
+            .max_num_batched_tokens = std::max(budget, B),
+            .max_model_len = tokens,
+            .kv_block_size = o_.kv_block_size,
+            .num_kv_blocks = B * blocks_per_seq + 1,
+            .stats_interval_seconds = 0,
+            .enforce_eager = graphs == UseGraphs::No};
+  }
+
+  // An engine for B sequences of `tokens` positions each; the row is skipped when its KV cache and
+  // activations would not fit in free device memory.
+  Status setup(int B, int tokens, int budget, BenchRow& row) {
+    engine_.reset();
+    const EngineArgs a = engine_args(B, tokens, budget, o_.graphs);
+    const KvLayout kv = kv_layout(c_, a, dev_);
+    const double kv_bytes = double(kv.bytes_per_block) * a.num_kv_blocks + double(kv.window_pool_bytes);
     MX_ASSIGN(ops::MemoryInfo mem, ops::memory_info(dev_));
-    const double act_bytes = double(max_tokens) * (4.0 * c_.hidden_size + c_.qkv_width() + c_.q_width()) * 4 +
-                             double(max_rows) * c_.vocab_size * 4 + (1u << 30);  // + scratch headroom
+    const double act_bytes = double(a.max_num_batched_tokens) * (4.0 * c_.hidden_size + c_.qkv_width() + c_.q_width()) * 4 +
+                             double(B) * c_.vocab_size * 4 + (1u << 30);  // + scratch headroom
     if (kv_bytes + act_bytes > double(mem.free_bytes)) {
       row.skipped = fmt::format("needs {:.1f} GB, {:.1f} GB free", (kv_bytes + act_bytes) / 1e9, mem.free_bytes / 1e9);
       return ok_status();
     }
-    MX_ASSIGN(KvCache kv, KvCache::create(c_, dev_, kv_args));
-    kv_ = std::make_unique<KvCache>(std::move(kv));
-    for (const auto& layer : kv_->layers()) {  // a context of random keys and values
-      MX_TRY(ops::fill_random({.out = layer.k, .seed = 11, .scale = 1.0f}));
-      MX_TRY(ops::fill_random({.out = layer.v, .seed = 12, .scale = 1.0f}));
+    MX_ASSIGN(engine_, Engine::create(m_, a));
+    return engine_->fill_cache_random(11);  // a context of random keys and values
+  }
+
+  // B requests of depth + fed tokens (the first `depth` prefilled), max_tokens each; the seconds
+  // from their submission to the end of the last one.
+  Result<double> run_requests(int B, int depth, int fed, int max_tokens) {
+    std::vector<RequestParams> reqs;
+    for (int b = 0; b < B; ++b) {
+      RequestParams p{.max_tokens = max_tokens, .ignore_eos = IgnoreEos::Yes, .prefilled = depth};
+      for (int t = 0; t < depth + fed; ++t) p.prompt.push_back(int32_t((1000 + 7919 * (b * (depth + fed) + t)) % c_.vocab_size));
+      reqs.push_back(std::move(p));
     }
-    tables_.assign(size_t(B), {});
-    for (auto& t : tables_) MX_TRY(kv_->reserve(t, tokens));
-    MX_ASSIGN(Workspace ws, Workspace::create(c_, dev_, max_tokens, max_rows));
-    ws_ = std::make_unique<Workspace>(std::move(ws));
-    MX_ASSIGN(BatchStaging st, BatchStaging::create(dev_, max_tokens, B, blocks_per_seq, max_rows, c_.vocab_size));
-    staging_ = std::make_unique<BatchStaging>(std::move(st));
+    const auto t0 = Clock::now();
+    MX_ASSIGN(auto streams, engine_->submit_all(std::move(reqs)));
+    for (auto& s : streams) {
+      StreamUpdate u;
+      while (!u.finished()) u = s->wait(std::chrono::milliseconds(1000));
+      MX_CHECK(u.reason == FinishReason::Length, "bench request ended with '{}': {}", finish_reason_name(u.reason),
+               u.error);
+    }
+    return seconds_since(t0);
+  }
+
+  // One decode step of B sequences timed op by op (an eager engine: graphs hide the ops).
+  Status profile(int B, int depth, BenchReport& rep) {
+    engine_.reset();
+    MX_ASSIGN(engine_, Engine::create(m_, engine_args(B, depth + 2, B, UseGraphs::No)));
+    MX_TRY(engine_->fill_cache_random(11));
+    MX_TRY(run_requests(B, depth, 1, 1).status());  // warm-up
+    ops::set_profiling(true);
+    auto s = run_requests(B, depth, 1, 1);
+    ops::set_profiling(false);
+    MX_TRY(s.status());
+    rep.profile_step_us = *s * 1e6;
+    rep.profile = ops::take_profile();
+    for (auto& p : rep.profile)
+      if (p.name.starts_with("attention")) p.bytes += kv_step_bytes(c_, depth) * B;
+    engine_.reset();
     return ok_status();
-  }
-
-  // Greedy sampling parameters (all zero) for B rows, on the device.
-  Status make_sampling_inputs(int B) {
-    std::vector<float> zeros_f(size_t(B) * 4, 0.0f);
-    std::vector<int32_t> zeros_i(size_t(B), 0);
-    MX_ASSIGN(sampling_storage_[0], ops::Buffer::allocate(dev_, zeros_f.size() * 4));
-    MX_ASSIGN(sampling_storage_[1], ops::Buffer::allocate(dev_, zeros_i.size() * 4));
-    params_ = sampling_storage_[0].view(DType::F32, {B, 4});
-    seeds_ = sampling_storage_[1].view(DType::I32, {B});
-    MX_TRY(ops::copy(params_, Tensor(zeros_f.data(), DType::F32, {B, 4})));
-    return ops::copy(seeds_, Tensor(zeros_i.data(), DType::I32, {B}));
-  }
-
-  // T tokens per sequence for B sequences starting at `depth`; token ids are arbitrary.
-  HostBatch batch_at(int B, int depth, int T) const {
-    HostBatch hb;
-    hb.tables = tables_;
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t) {
-        hb.tokens.push_back(int32_t((1000 + 7919 * (b * T + t)) % c_.vocab_size));
-        hb.positions.push_back(depth + t);
-        hb.seq_index.push_back(b);
-      }
-    return hb;
   }
 
   const Model& m_;
   const ModelConfig& c_;
   const BenchOptions& o_;
   Device dev_;
-  std::unique_ptr<KvCache> kv_;
-  std::unique_ptr<Workspace> ws_;
-  std::unique_ptr<BatchStaging> staging_;
-  std::vector<std::vector<int32_t>> tables_;
-  ops::Buffer sampling_storage_[2];
-  Tensor params_, seeds_;
+  std::unique_ptr<Engine> engine_;
 };
 
 }  // namespace

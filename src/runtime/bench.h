@@ -1,6 +1,8 @@
 // `mxserve bench`: llama-bench-style throughput of prefill (pp<P>) and decode (tg<N>) at context
 // depths and batch sizes, with decode measured against the bytes-moved floor (weights + KV read
 // per step over the copy bandwidth measured at start), and an optional per-op profile of one step.
+// Every test runs requests through the Engine, the loop that `serve` runs: the same steps,
+// graphs, device sampling and host work.
 #pragma once
 
 #include <functional>
@@ -9,10 +11,9 @@
 
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "runtime/step_runner.h"
 
 namespace mx {
-
-enum class UseGraphs { No, Yes };
 
 struct BenchOptions {
   std::vector<int> prompt_lengths = {2048};  // pp tests (0 = none)

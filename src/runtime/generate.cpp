@@ -1,8 +1,10 @@
-// generate(): host-side staging of the per-call token arrays, chunked prefill, decode loop.
+// generate(): host-side staging of the per-call token arrays, chunked prefill, decode loop, the
+// engine's sampling rule on the host.
 #include "runtime/generate.h"
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "model/forward.h"
 #include "runtime/batch_staging.h"
@@ -12,6 +14,32 @@ namespace mx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The engine's sampling stage on one row of host logits (the CPU ops): penalties and logit_bias,
+// then the draw at `draw_position`, so that a seed picks the same tokens here as in the engine.
+Result<int32_t> sample_row(std::span<const float> logits, const SamplingParams& sp, int32_t draw_position,
+                           const TokenCounts* counts) {
+  SampleRows rows;
+  rows.add(sp, draw_position, -1, counts, {});
+  std::vector<float> row(logits.begin(), logits.end());
+  const int64_t V = int64_t(row.size());
+  const Tensor t(row.data(), DType::F32, {1, V});
+  if (rows.any_entries) {
+    std::vector<float> saved(rows.entries.size());
+    MX_TRY(ops::logits_process({.logits = t,
+                                .penalties = Tensor(rows.penalties.data(), DType::F32, {1, 3}),
+                                .offsets = Tensor(rows.offsets.data(), DType::I32, {2}),
+                                .entries = Tensor(rows.entries.data(), DType::I32, {int64_t(rows.entries.size()), 4}),
+                                .saved = Tensor(saved.data(), DType::F32, {int64_t(saved.size())})}));
+  }
+  int32_t id = 0;
+  MX_TRY(ops::sample({.logits = t,
+                      .params = Tensor(rows.params.data(), DType::F32, {1, 4}),
+                      .seeds = Tensor(rows.seeds.data(), DType::I32, {1}),
+                      .positions = Tensor(rows.draw_positions.data(), DType::I32, {1}),
+                      .ids = Tensor(&id, DType::I32, {1})}));
+  return id;
+}
 
 }  // namespace
 
@@ -64,12 +92,17 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
   const auto t1 = Clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
 
-  Sampler sampler(opt.sampling);
   const size_t V = size_t(c.vocab_size);
   std::span<const float> last_row(logits.data() + logits.size() - V, V);
+  std::unique_ptr<TokenCounts> counts;
+  if (opt.sampling.has_penalties()) {
+    counts = std::make_unique<TokenCounts>();
+    counts->add_prompt({prompt.begin(), prompt.end()});
+  }
   for (int step = 0; step < opt.max_tokens; ++step) {
     if (opt.keep_logits) r.logits.insert(r.logits.end(), last_row.begin(), last_row.end());
-    const int32_t tok = sampler.sample(last_row);
+    MX_ASSIGN(const int32_t tok, sample_row(last_row, opt.sampling, int32_t(P + step), counts.get()));
+    if (counts) counts->add_generated(tok);
     r.tokens.push_back(tok);
     if (on_token) on_token(tok);
     if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok) != opt.stop_ids.end()) {

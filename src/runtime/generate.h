@@ -1,5 +1,6 @@
-// Single-sequence generation (used by `mxserve run` and the model tests): chunked prefill over the
-// paged KV cache, then one decode step per token, sampling on the host.
+// Single-sequence generation, the reference loop of the model tests (the commands run the Engine):
+// chunked prefill over the paged KV cache, then one eager decode step per token with every logits
+// row on the host, sampled by the engine's rule (runtime/sampler.h) on the CPU.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,9 @@
 // Paged KV cache pools, block bookkeeping and the sliding-layer rings.
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace mx {
 namespace {
 
@@ -36,14 +39,22 @@ Result<KvCache> KvCache::create(const ModelConfig& c, Device device, const KvCac
     // one more block because they need not start on a block boundary.
     kv.ring_blocks_ = (a.max_call_tokens + c.sliding_window - 1 + a.block_size - 1) / a.block_size + 1;
   }
+  const int pad = a.pad == PadBlock::Reserved ? 1 : 0;
+  if (a.sliding == SlidingLayers::Window) {
+    MX_CHECK(pad && a.window_blocks > 0, "kv cache: a window pool needs window_blocks and the pad block");
+    kv.window_pool_ = a.window_blocks;
+  }
   const int ring_pool = kv.ring_blocks_ * a.max_seqs;
+  const int sliding_pool = kv.window_pool_ ? kv.window_pool_ + pad : ring_pool;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const bool ring = kv.ring_blocks_ > 0 && c.window_of_layer(l) > 0;
-    MX_ASSIGN(ops::KvLayer layer, make_layer(c, device, ring ? ring_pool : a.num_blocks, a.block_size, kv.storage_));
+    const bool own_pool = sliding_pool > 0 && c.window_of_layer(l) > 0;
+    MX_ASSIGN(ops::KvLayer layer,
+              make_layer(c, device, own_pool ? sliding_pool : a.num_blocks + pad, a.block_size, kv.storage_));
     kv.layers_.push_back(layer);
   }
-  for (int b = a.num_blocks - 1; b >= 0; --b) kv.free_.push_back(b);
+  for (int b = a.num_blocks + pad - 1; b >= pad; --b) kv.free_.push_back(b);
   for (int b = ring_pool - 1; b >= 0 && kv.ring_blocks_ > 0; --b) kv.free_ring_blocks_.push_back(b);
+  for (int b = kv.window_pool_ + pad - 1; b >= pad && kv.window_pool_ > 0; --b) kv.free_window_.push_back(b);
   return kv;
 }
 
@@ -80,6 +91,28 @@ void KvCache::release(std::vector<int32_t>& table) {
   }
   for (int32_t b : table) free_.push_back(b);
   table.clear();
+}
+
+bool KvCache::reserve_window(std::vector<int32_t>& window, int64_t first_live, int64_t tokens) {
+  const int64_t B = block_size_, first = std::max<int64_t>(first_live, 0) / B, end = (tokens + B - 1) / B;
+  for (int64_t i = 0; i < std::min<int64_t>(first, int64_t(window.size())); ++i)
+    if (window[size_t(i)] != kPadBlock) free_window_.push_back(std::exchange(window[size_t(i)], kPadBlock));
+  int64_t need = 0;
+  for (int64_t i = first; i < end; ++i) need += i >= int64_t(window.size()) || window[size_t(i)] == kPadBlock;
+  if (need > int64_t(free_window_.size())) return false;
+  if (int64_t(window.size()) < end) window.resize(size_t(end), kPadBlock);
+  for (int64_t i = first; i < end; ++i) {
+    if (window[size_t(i)] != kPadBlock) continue;
+    window[size_t(i)] = free_window_.back();
+    free_window_.pop_back();
+  }
+  return true;
+}
+
+void KvCache::release_window(std::vector<int32_t>& window) {
+  for (int32_t b : window)
+    if (b != kPadBlock) free_window_.push_back(b);
+  window.clear();
 }
 
 std::vector<int32_t> KvCache::sliding_table(const std::vector<int32_t>& table) const {

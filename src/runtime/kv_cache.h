@@ -3,7 +3,10 @@
 // one pool; a sequence grows block by block. With SlidingLayers::Ring, the sliding-window layers
 // get their own small pool instead: each sequence owns a ring of R blocks there, enough for the
 // window plus one forward call's tokens, and its sliding block table maps logical block i to
-// ring[i mod R] — the kernels address both kinds of layer the same way.
+// ring[i mod R] — the kernels address both kinds of layer the same way. With SlidingLayers::Window
+// (the engine) the sliding layers get a pool of their own too, but a sequence holds there only the
+// blocks that its next tokens' windows reach: blocks wholly before the window go back to the pool
+// as the sequence advances, whatever the size of its prefill chunks.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +18,11 @@
 
 namespace mx {
 
-enum class SlidingLayers { Full, Ring };
+enum class SlidingLayers { Full, Ring, Window };
+// Reserved: block 0 of every pool is never handed out. Padding tokens of a CUDA-graph batch write
+// there, and table entries that hold no block point there.
+enum class PadBlock { None, Reserved };
+constexpr int32_t kPadBlock = 0;
 
 struct KvCacheArgs {
   int num_blocks = 0;  // blocks of the full-attention pool (and of all layers with Full)
@@ -23,6 +30,8 @@ struct KvCacheArgs {
   SlidingLayers sliding = SlidingLayers::Full;
   int max_seqs = 1;         // Ring: sequences that can hold a ring at once
   int max_call_tokens = 1;  // Ring: most tokens of one sequence in one forward call
+  int window_blocks = 0;    // Window: blocks of the sliding layers' pool
+  PadBlock pad = PadBlock::None;
 };
 
 class KvCache {
@@ -31,10 +40,13 @@ class KvCache {
   static Result<KvCache> create(const ModelConfig& c, Device device, const KvCacheArgs& args);
 
   int block_size() const { return block_size_; }
-  int num_blocks() const { return num_blocks_; }
+  int num_blocks() const { return num_blocks_; }  // blocks a sequence can get (the pad block not counted)
   int free_blocks() const { return int(free_.size()); }
   const std::vector<ops::KvLayer>& layers() const { return layers_; }
   bool has_rings() const { return ring_blocks_ > 0; }
+  bool has_window_pool() const { return window_pool_ > 0; }
+  int window_pool_blocks() const { return window_pool_; }
+  int free_window_blocks() const { return int(free_window_.size()); }
 
   // Makes `table` hold enough blocks for `tokens` positions (and gives a new sequence its ring);
   // fails (changing nothing) when a pool has too few free blocks.
@@ -44,12 +56,18 @@ class KvCache {
   // without rings.
   std::vector<int32_t> sliding_table(const std::vector<int32_t>& table) const;
 
+  // Window: makes the sliding layers' table `window` (logical blocks, like a full table) hold
+  // blocks for positions [first_live, tokens), after giving back those wholly before first_live
+  // (their entries become kPadBlock). False when the pool is short (the table keeps what it had).
+  bool reserve_window(std::vector<int32_t>& window, int64_t first_live, int64_t tokens);
+  void release_window(std::vector<int32_t>& window);
+
  private:
   std::vector<ops::Buffer> storage_;
   std::vector<ops::KvLayer> layers_;
-  std::vector<int32_t> free_, free_ring_blocks_;
+  std::vector<int32_t> free_, free_ring_blocks_, free_window_;
   std::map<int32_t, std::vector<int32_t>> rings_;  // first full block of a sequence -> its ring
-  int num_blocks_ = 0, block_size_ = 0, ring_blocks_ = 0;
+  int num_blocks_ = 0, block_size_ = 0, ring_blocks_ = 0, window_pool_ = 0;
 };
 
 }  // namespace mx

@@ -20,6 +20,7 @@ StreamUpdate RequestStream::wait(std::chrono::milliseconds timeout) {
   StreamUpdate u;
   u.tokens.swap(pending_);
   u.logprobs.swap(pending_logprobs_);
+  u.logits.swap(pending_logits_);
   if (reason_ != FinishReason::None) {
     u.reason = reason_;
     u.error = error_;
@@ -43,11 +44,12 @@ RequestTiming RequestStream::timing() const {
   return timing_;
 }
 
-void RequestStream::push(int32_t token, std::optional<TokenLogprob> logprob) {
+void RequestStream::push(int32_t token, std::optional<TokenLogprob> logprob, std::span<const float> logits) {
   {
     std::lock_guard lock(mu_);
     pending_.push_back(token);
     if (logprob) pending_logprobs_.push_back(std::move(*logprob));
+    pending_logits_.insert(pending_logits_.end(), logits.begin(), logits.end());
   }
   cv_.notify_all();
 }

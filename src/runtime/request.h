@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct RequestParams {
   std::vector<int32_t> stop_ids;   // always end generation (the request's stop_token_ids)
   IgnoreEos ignore_eos = IgnoreEos::No;
   int logprobs = -1;               // -1: off; else each token's logprob and this many top ones (<= 20)
+  int prefilled = 0;               // bench: the first `prefilled` prompt positions count as computed
+                                   // (their KV is whatever the cache holds), as after a prefill
+  bool keep_logits = false;        // the stream also gets the (V) logits each token was drawn from
 };
 
 // Log-probabilities of one generated token under the model's distribution (raw logits).
@@ -44,6 +48,7 @@ using Clock = std::chrono::steady_clock;
 struct StreamUpdate {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> logprobs;  // one per token when the request asked for logprobs
+  std::vector<float> logits;           // (tokens, V) when the request kept logits
   FinishReason reason = FinishReason::None;
   std::string error;
   bool finished() const { return reason != FinishReason::None; }
@@ -66,7 +71,7 @@ class RequestStream {
   RequestTiming timing() const;
 
   // Engine side.
-  void push(int32_t token, std::optional<TokenLogprob> logprob = std::nullopt);
+  void push(int32_t token, std::optional<TokenLogprob> logprob = std::nullopt, std::span<const float> logits = {});
   void finish(FinishReason reason, std::string error = {});
   void set_timing(const RequestTiming& t);
 
@@ -76,6 +81,7 @@ class RequestStream {
   std::condition_variable cv_;
   std::vector<int32_t> pending_;
   std::vector<TokenLogprob> pending_logprobs_;
+  std::vector<float> pending_logits_;
   FinishReason reason_ = FinishReason::None;
   bool delivered_end_ = false;
   std::string error_;

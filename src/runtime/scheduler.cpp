@@ -1,41 +1,49 @@
-// Engine: creation and checks, the submission API, and the loop thread (plan -> stage -> forward
-// -> sample -> stream); the plan itself is in scheduler_plan.cpp.
+// Engine: creation and checks, the submission API, and the loop thread (plan -> launch step N+1
+// -> read step N -> stream); the plan is in scheduler_plan.cpp, the device step in step_runner.cpp.
 #include "runtime/scheduler.h"
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/log.h"
 
 namespace mx {
 namespace {
 
-// Token counts (sequences decoding together) up to which decode steps replay CUDA graphs; one
-// graph per count, captured on first use (~1 ms each).
-constexpr int64_t kMaxGraphTokens = 64;
-
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// log_softmax of the row at `tok`, and the `top` most likely ids (lower id first on ties).
-TokenLogprob token_logprob(std::span<const float> row, int32_t tok, int top) {
-  const float m = *std::max_element(row.begin(), row.end());
-  double sum = 0;
-  for (float x : row) sum += std::exp(double(x) - m);
-  const double log_z = double(m) + std::log(sum);
-  TokenLogprob lp{.logprob = float(double(row[size_t(tok)]) - log_z)};
-  if (top <= 0) return lp;
-  std::vector<int32_t> ids(row.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
-  const size_t k = std::min(ids.size(), size_t(top));
-  std::partial_sort(ids.begin(), ids.begin() + ptrdiff_t(k), ids.end(), [&](int32_t a, int32_t b) {
-    return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
-  });
-  for (size_t i = 0; i < k; ++i) lp.top.emplace_back(ids[i], float(double(row[size_t(ids[i])]) - log_z));
-  return lp;
+int blocks_for(int64_t tokens, int block_size) { return int((tokens + block_size - 1) / block_size); }
+
+// Blocks a sequence holds in the window pool while decoding (its window's positions may straddle
+// one more block), for every seat, plus two steps' worth of prefill chunks.
+int window_pool_blocks(const ModelConfig& c, const EngineArgs& a) {
+  const int per_seq = blocks_for(c.sliding_window - 1, a.kv_block_size) + 2;
+  return a.max_num_seqs * per_seq + 2 * blocks_for(a.max_num_batched_tokens, a.kv_block_size) + 1;
+}
+
+bool uses_window_pool(const ModelConfig& c, const EngineArgs& a) {
+  bool sliding = false;
+  for (int l = 0; l < c.num_hidden_layers; ++l) sliding |= c.window_of_layer(l) > 0;
+  return sliding && a.prefix_caching == PrefixCaching::Off;
 }
 
 }  // namespace
+
+KvLayout kv_layout(const ModelConfig& c, const EngineArgs& a, Device device) {
+  const size_t act = device == Device::CPU ? 4 : 2;
+  const size_t per_layer_block = 2 * size_t(a.kv_block_size) * size_t(c.kv_width()) * act;
+  KvLayout k;
+  int paged_layers = c.num_hidden_layers;
+  if (uses_window_pool(c, a)) {
+    int sliding = 0;
+    for (int l = 0; l < c.num_hidden_layers; ++l) sliding += c.window_of_layer(l) > 0;
+    paged_layers -= sliding;
+    k.window_pool_blocks = window_pool_blocks(c, a);
+    k.window_pool_bytes = size_t(sliding) * per_layer_block * size_t(k.window_pool_blocks + 1);
+  }
+  k.bytes_per_block = size_t(paged_layers) * per_layer_block;
+  return k;
+}
 
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineArgs& args_in) {
   EngineArgs a = args_in;
@@ -47,29 +55,38 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
   MX_CHECK(a.max_num_batched_tokens >= a.max_num_seqs, "max_num_batched_tokens ({}) must be >= max_num_seqs ({})",
            a.max_num_batched_tokens, a.max_num_seqs);
   MX_CHECK(a.kv_block_size >= 1, "kv_block_size must be >= 1");
-  const int blocks_per_seq = (a.max_model_len + a.kv_block_size - 1) / a.kv_block_size;
+  const int blocks_per_seq = blocks_for(a.max_model_len, a.kv_block_size);
   MX_CHECK(a.num_kv_blocks >= blocks_per_seq,
            "the KV cache ({} blocks of {} tokens) cannot hold one request of max_model_len {}; lower max_model_len "
            "or give the cache more memory",
            a.num_kv_blocks, a.kv_block_size, a.max_model_len);
   const Device dev = model.weights.device;
-  MX_ASSIGN(KvCache kv, KvCache::create(c, dev, a.num_kv_blocks, a.kv_block_size));
-  MX_ASSIGN(Workspace ws, Workspace::create(c, dev, a.max_num_batched_tokens, a.max_num_seqs));
-  MX_ASSIGN(BatchStaging st,
-            BatchStaging::create(dev, a.max_num_batched_tokens, a.max_num_seqs, blocks_per_seq, a.max_num_seqs,
-                                 c.vocab_size));
-  return std::unique_ptr<Engine>(new Engine(model, a, std::move(kv), std::move(ws), std::move(st)));
+  const KvLayout layout = kv_layout(c, a, dev);
+  KvCacheArgs kv_args{.num_blocks = a.num_kv_blocks, .block_size = a.kv_block_size, .pad = PadBlock::Reserved};
+  if (layout.window_pool_blocks > 0) {
+    kv_args.sliding = SlidingLayers::Window;
+    kv_args.window_blocks = layout.window_pool_blocks;
+  }
+  MX_ASSIGN(KvCache kv, KvCache::create(c, dev, kv_args));
+  std::unique_ptr<Engine> e(new Engine(model, a, std::make_unique<KvCache>(std::move(kv))));
+  MX_ASSIGN(e->runner_, StepRunner::create(model, *e->kv_,
+                                           {.max_tokens = a.max_num_batched_tokens,
+                                            .max_rows = a.max_num_seqs,
+                                            .seats = a.max_num_seqs,
+                                            .max_blocks = blocks_per_seq + 1,
+                                            .graphs = a.enforce_eager ? UseGraphs::No : UseGraphs::Yes}));
+  if (a.warmup == Warmup::Yes && dev == Device::CUDA) MX_TRY(e->warm_up());
+  e->thread_ = std::thread([p = e.get()] { p->loop(); });
+  return e;
 }
 
-Engine::Engine(const Model& model, const EngineArgs& args, KvCache kv, Workspace ws, BatchStaging staging)
-    : model_(model),
-      args_(args),
-      kv_(std::move(kv)),
-      blocks_(kv_, args.prefix_caching),
-      ws_(std::move(ws)),
-      staging_(std::move(staging)) {
-  stats_.kv_blocks_total = kv_.num_blocks();
-  thread_ = std::thread([this] { loop(); });
+Engine::Engine(const Model& model, const EngineArgs& args, std::unique_ptr<KvCache> kv)
+    : model_(model), args_(args), kv_(std::move(kv)), blocks_(*kv_, args.prefix_caching) {
+  limits_ = {.max_num_seqs = args.max_num_seqs,
+             .max_num_batched_tokens = args.max_num_batched_tokens,
+             .window = kv_->has_window_pool() ? model.config.sliding_window : 0};
+  for (int s = args.max_num_seqs - 1; s >= 0; --s) plan_.free_slots.push_back(s);
+  stats_.kv_blocks_total = kv_->num_blocks();
 }
 
 Engine::~Engine() {
@@ -84,16 +101,82 @@ Engine::~Engine() {
   for (auto& s : plan_.running) s->stream->finish(FinishReason::Cancelled);
 }
 
+std::string Engine::kv_summary() const {
+  if (!kv_->has_window_pool())
+    return fmt::format("every layer paged in one pool of {} blocks of {} tokens", kv_->num_blocks(),
+                       kv_->block_size());
+  return fmt::format("full-attention layers paged in {} blocks of {} tokens; sliding-window layers in a pool of {} "
+                     "blocks holding each sequence's last {} positions",
+                     kv_->num_blocks(), kv_->block_size(), kv_->window_pool_blocks(), model_.config.sliding_window);
+}
+
+// The ops' scratch is sized by the largest shapes once, so that later steps never grow it (a
+// growth would drop every captured graph): a prefill-sized step and the largest decode bucket,
+// both on the pad seat (their KV writes land in the pad block).
+Status Engine::warm_up() {
+  for (const bool decode : {false, true}) {
+    const int T = decode ? args_.max_num_seqs : args_.max_num_batched_tokens;
+    StepBatch b;
+    b.decode_only = decode;
+    b.num_seqs = decode ? T : 1;
+    for (int i = 0; i < T; ++i) {
+      b.tokens.push_back(0);
+      b.positions.push_back(decode ? 0 : i);
+      b.seats.push_back(args_.max_num_seqs);
+      b.from_prev.push_back(-1);
+      if (decode || i == T - 1) {
+        b.logit_rows.push_back(i);
+        b.sampling.add_padding();
+      }
+    }
+    MX_TRY(runner_->launch(b));
+    MX_TRY(runner_->collect().status());
+  }
+  return ok_status();
+}
+
+Status Engine::fill_cache_random(uint64_t seed) { return runner_->fill_cache_random(seed); }
+
 Result<std::shared_ptr<RequestStream>> Engine::submit(RequestParams p) {
+  MX_ASSIGN(auto streams, submit_all({std::move(p)}));
+  return streams.front();
+}
+
+Result<std::vector<std::shared_ptr<RequestStream>>> Engine::submit_all(std::vector<RequestParams> params) {
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (RequestParams& p : params) {
+    MX_ASSIGN(auto seq, make_sequence(std::move(p)));
+    streams.push_back(seq->stream);
+    seqs.push_back(std::move(seq));
+  }
+  {
+    std::lock_guard lock(mu_);
+    MX_CHECK(!stop_, "the engine is shutting down");
+    for (auto& s : seqs) inbox_.push_back(std::move(s));
+  }
+  cv_.notify_all();
+  return streams;
+}
+
+Result<std::unique_ptr<Sequence>> Engine::make_sequence(RequestParams p) {
   const ModelConfig& c = model_.config;
   MX_CHECK(!p.prompt.empty(), "the prompt is empty");
   MX_CHECK(p.max_tokens >= 1, "max_tokens must be at least 1, got {}", p.max_tokens);
-  MX_CHECK(p.logprobs >= -1 && p.logprobs <= 20, "logprobs must be in [-1, 20], got {}", p.logprobs);
+  MX_CHECK(p.logprobs >= -1 && p.logprobs <= ops::kMaxTopLogprobs, "logprobs must be in [-1, {}], got {}",
+           ops::kMaxTopLogprobs, p.logprobs);
   MX_CHECK(p.min_tokens >= 0 && p.min_tokens <= p.max_tokens, "min_tokens ({}) must be in [0, max_tokens ({})]",
            p.min_tokens, p.max_tokens);
+  MX_CHECK(p.prefilled >= 0 && p.prefilled < int64_t(p.prompt.size()), "prefilled ({}) must be below the prompt length",
+           p.prefilled);
+  MX_CHECK(p.sampling.repetition_penalty > 0 && std::isfinite(p.sampling.repetition_penalty),
+           "repetition_penalty must be > 0, got {}", p.sampling.repetition_penalty);
   for (size_t i = 0; i < p.prompt.size(); ++i)
     MX_CHECK(p.prompt[i] >= 0 && p.prompt[i] < c.vocab_size,
              "prompt token {} at index {} is outside the vocabulary (size {})", p.prompt[i], i, c.vocab_size);
+  for (const auto& [t, b] : p.sampling.logit_bias)
+    MX_CHECK(t >= 0 && t < c.vocab_size && std::isfinite(b), "logit_bias: token {} (bias {}) is outside the vocabulary "
+             "(size {}) or not finite", t, b, c.vocab_size);
   const int64_t total = int64_t(p.prompt.size()) + p.max_tokens;
   MX_CHECK(total <= args_.max_model_len,
            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the prompt, {} "
@@ -101,15 +184,13 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(RequestParams p) {
            args_.max_model_len, total, p.prompt.size(), p.max_tokens);
   auto stream = std::make_shared<RequestStream>(next_id_++);
   auto seq = std::make_unique<Sequence>(stream, std::move(p));
+  if (seq->params.sampling.has_penalties()) {
+    seq->counts = std::make_unique<TokenCounts>();
+    seq->counts->add_prompt(seq->tokens);
+  }
   seq->timing.arrival = Clock::now();
   seq->timing.prompt_tokens = int(seq->tokens.size());
-  {
-    std::lock_guard lock(mu_);
-    MX_CHECK(!stop_, "the engine is shutting down");
-    inbox_.push_back(std::move(seq));
-  }
-  cv_.notify_all();
-  return stream;
+  return seq;
 }
 
 EngineStats Engine::stats() const {
@@ -122,67 +203,106 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      const bool idle = plan_.running.empty() && plan_.waiting.empty();
+      const bool idle = plan_.running.empty() && plan_.waiting.empty() && launched_.empty();
       if (idle) cv_.wait(lock, [&] { return stop_ || !inbox_.empty(); });
-      if (stop_) return;
+      if (stop_) break;
       for (auto& s : inbox_) plan_.waiting.push_back(std::move(s));
       inbox_.clear();
     }
+    Status st = ok_status();
+    if (needs_sync())
+      while (st.ok() && !launched_.empty()) st = collect_step();
     drop_cancelled();
-    plan_step(plan_, blocks_, {.max_num_seqs = args_.max_num_seqs, .max_num_batched_tokens = args_.max_num_batched_tokens},
-              chunks);
-    if (!chunks.empty()) {
-      const Status st = run_step(chunks);
-      if (!st.ok()) {
-        log_error("engine step failed: {}", st.message());
-        for (const Chunk& ch : chunks) finish(*ch.seq, FinishReason::Error, st.message());
-      }
-    } else if (!plan_.waiting.empty()) {
+    if (st.ok()) plan_step(plan_, blocks_, limits_, chunks);
+    if (st.ok() && !chunks.empty()) {
+      st = launch_step(chunks);
+      const int depth = args_.async_scheduling == AsyncScheduling::On ? 1 : 0;
+      while (st.ok() && int(launched_.size()) > depth) st = collect_step();
+    } else if (st.ok() && !launched_.empty()) {
+      st = collect_step();  // nothing new to run: read what is in flight
+    } else if (st.ok() && !plan_.waiting.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nothing fits yet: do not spin
     }
-    remove_finished();
+    if (!st.ok()) {
+      log_error("engine step failed: {}", st.message());
+      fail_in_flight(st.message());
+    }
+    retire_finished();
     update_stats();
     maybe_log_stats();
   }
+  while (!launched_.empty() && collect_step().ok()) {
+  }
+}
+
+// Penalties count every generated token and kept logits are read per step: such a sequence's
+// next step is planned only after the previous one is read.
+bool Engine::needs_sync() const {
+  for (const auto& s : plan_.running)
+    if (s->counts || s->params.keep_logits) return true;
+  return false;
 }
 
 void Engine::drop_cancelled() {
   for (auto& s : plan_.running)
     if (s->stream->cancelled()) finish(*s, FinishReason::Cancelled);
-  remove_finished();
-  for (auto it = plan_.waiting.begin(); it != plan_.waiting.end();) {
-    if ((*it)->stream->cancelled()) {
-      finish(**it, FinishReason::Cancelled);
-      blocks_.release((*it)->table);
-      it = plan_.waiting.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  for (auto& s : plan_.waiting)
+    if (s->stream->cancelled()) finish(*s, FinishReason::Cancelled);
+  retire_finished();
 }
 
-Status Engine::run_step(const std::vector<Chunk>& chunks) {
-  HostBatch hb;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const Chunk& ch = chunks[i];
+// Builds the step's inputs from the plan: each fed token (a decode token not read yet comes from
+// the previous step on the device), each sampled row's settings, the block-table entries added
+// since the last step; then launches it and moves the sequences' counters.
+Status Engine::launch_step(const std::vector<Chunk>& chunks) {
+  StepBatch& b = batch_;
+  b.clear();
+  LaunchedStep rec{.id = ++next_step_, .chunks = chunks};
+  b.num_seqs = int64_t(chunks.size());
+  b.decode_only = true;
+  for (const Chunk& ch : chunks) {
+    Sequence& s = *ch.seq;
+    b.decode_only &= ch.count == 1 && ch.samples;
+    b.keep_logits |= s.params.keep_logits;
     for (int64_t k = 0; k < ch.count; ++k) {
-      hb.tokens.push_back(ch.seq->tokens[size_t(ch.start + k)]);
-      hb.positions.push_back(int32_t(ch.start + k));
-      hb.seq_index.push_back(int32_t(i));
+      const int64_t pos = ch.start + k;
+      const bool known = pos < int64_t(s.tokens.size());
+      MX_CHECK(known || (s.pending == 1 && s.pending_step == next_step_ - 1 && pos == int64_t(s.tokens.size())),
+               "engine: position {} of request {} is neither read nor the last step's sample", pos, s.stream->id());
+      b.tokens.push_back(known ? s.tokens[size_t(pos)] : 0);
+      b.from_prev.push_back(known ? -1 : s.pending_row);
+      b.positions.push_back(int32_t(pos));
+      b.seats.push_back(s.slot);
     }
-    hb.tables.push_back(ch.seq->table);
-    if (ch.samples) hb.logit_rows.push_back(int32_t(hb.tokens.size() - 1));
+    for (size_t i = s.synced_table; i < s.table.size(); ++i) b.table_updates.insert(b.table_updates.end(), {s.slot, int32_t(i), s.table[i]});
+    for (size_t i = s.synced_window; i < s.window.size(); ++i) b.window_updates.insert(b.window_updates.end(), {s.slot, int32_t(i), s.window[i]});
+    s.synced_table = s.table.size();
+    s.synced_window = s.window.size();
+    if (!ch.samples) continue;
+    const RequestParams& p = s.params;
+    const int before = s.generated + s.pending;  // tokens generated before this draw
+    std::vector<int32_t> banned;
+    if (before < p.min_tokens) {
+      banned = p.stop_ids;
+      if (p.ignore_eos == IgnoreEos::No) banned.insert(banned.end(), p.eos_ids.begin(), p.eos_ids.end());
+      std::sort(banned.begin(), banned.end());
+      banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+    }
+    b.logit_rows.push_back(int32_t(b.tokens.size() - 1));
+    b.sampling.add(p.sampling, int32_t(s.length()), p.logprobs, s.counts.get(), banned);
+    rec.row_seq.push_back(&s);
   }
-  MX_ASSIGN(ForwardArgs fa, staging_.stage(hb, kv_.layers()));
-  const bool decode_only = std::all_of(chunks.begin(), chunks.end(), [](const Chunk& c) {
-    return c.count == 1 && c.samples;
-  });
-  MX_TRY(run_forward(fa, decode_only));
-  if (!hb.logit_rows.empty()) MX_TRY(staging_.read_logits(int64_t(hb.logit_rows.size()), logits_));
+  MX_TRY(runner_->launch(b));
   for (const Chunk& ch : chunks) {
     Sequence& s = *ch.seq;
     s.computed += ch.count;
-    blocks_.register_blocks(s.tokens, s.table, s.computed, s.block_hashes);
+    s.last_step = rec.id;
+  }
+  for (size_t r = 0; r < rec.row_seq.size(); ++r) {
+    Sequence& s = *rec.row_seq[r];
+    s.pending++;
+    s.pending_row = int(r);
+    s.pending_step = rec.id;
   }
   {
     std::lock_guard lock(mu_);
@@ -190,78 +310,66 @@ Status Engine::run_step(const std::vector<Chunk>& chunks) {
       if (ch.seq->generated == 0 && ch.seq->timing.preemptions == 0) stats_.prompt_tokens_total += uint64_t(ch.count);
     stats_.steps_total++;
   }
-  sample_and_emit(chunks, logits_);
+  launched_.push_back(std::move(rec));
   return ok_status();
 }
 
-// A decode-only forward is a pure function of the token count once staged (fixed staging buffers,
-// the block-table width fixed): the first step of each count runs eagerly (it also grows the ops'
-// scratch to that size) and is captured; later ones replay. Any other step runs eagerly.
-Status Engine::run_forward(const ForwardArgs& fa, bool decode_only) {
-  const int64_t T = fa.tokens.dim(0);
-  if (!decode_only || args_.enforce_eager || graphs_failed_ || model_.weights.device != Device::CUDA ||
-      T > kMaxGraphTokens)
-    return forward(model_, ws_, fa);
-  if (ops::scratch_generation() != graphs_generation_) {  // the graphs hold the old scratch address
-    decode_graphs_.clear();
-    graphs_generation_ = ops::scratch_generation();
-  }
-  if (auto it = decode_graphs_.find(T); it != decode_graphs_.end()) {
-    MX_TRY(it->second.replay());
-    std::lock_guard lock(mu_);
-    stats_.graph_replays_total++;
-    return ok_status();
-  }
-  MX_TRY(forward(model_, ws_, fa));
-  if (ops::scratch_generation() != graphs_generation_) {
-    decode_graphs_.clear();
-    graphs_generation_ = ops::scratch_generation();
-  }
-  auto g = ops::StepGraph::capture(Device::CUDA, [this, fa] { return forward(model_, ws_, fa); });
-  if (!g.ok()) {
-    log_warn("decode steps stay eager: {}", g.status().message());
-    graphs_failed_ = true;
-    return ok_status();
-  }
-  decode_graphs_.emplace(T, std::move(*g));
-  std::lock_guard lock(mu_);
-  stats_.graph_captures_total++;
-  return ok_status();
-}
-
-void Engine::sample_and_emit(const std::vector<Chunk>& chunks, const std::vector<float>& logits) {
-  const size_t V = size_t(model_.config.vocab_size);
-  size_t row = 0;
+// Reads the oldest launched step: its samples become tokens of the sequences that are still
+// generating (a finished one's sample is dropped), and the prefix cache learns their full blocks.
+Status Engine::collect_step() {
+  MX_ASSIGN(StepOutput out, runner_->collect());
+  LaunchedStep rec = std::move(launched_.front());
+  launched_.pop_front();
   uint64_t emitted = 0;
-  for (const Chunk& ch : chunks) {
-    if (!ch.samples) continue;
-    Sequence& s = *ch.seq;
-    const RequestParams& p = s.params;
-    std::span<const float> r(logits.data() + row * V, V);
-    const std::span<const float> raw = r;
-    std::vector<float> masked;
-    if (s.generated < p.min_tokens) {  // stop and eos ids may not end the request yet
-      masked.assign(r.begin(), r.end());
-      for (int32_t id : p.stop_ids) if (id >= 0 && size_t(id) < V) masked[size_t(id)] = -std::numeric_limits<float>::infinity();
-      if (p.ignore_eos == IgnoreEos::No)
-        for (int32_t id : p.eos_ids) if (id >= 0 && size_t(id) < V) masked[size_t(id)] = -std::numeric_limits<float>::infinity();
-      r = masked;
-    }
-    ++row;
-    const int32_t tok = s.sampler.sample(r);
-    s.tokens.push_back(tok);
-    s.generated++;
+  for (size_t r = 0; r < rec.row_seq.size(); ++r) {
+    Sequence& s = *rec.row_seq[r];
+    s.pending--;
+    if (s.finished != FinishReason::None) continue;
+    emit(s, out.ids[r], out, int64_t(r));
     emitted++;
-    if (s.generated == 1) s.timing.first_token = Clock::now();
-    if (p.logprobs >= 0) s.stream->push(tok, token_logprob(raw, tok, p.logprobs));
-    else s.stream->push(tok);
-    if (contains(p.stop_ids, tok) || (p.ignore_eos == IgnoreEos::No && contains(p.eos_ids, tok)))
-      finish(s, FinishReason::Stop);
-    else if (s.generated >= p.max_tokens)
-      finish(s, FinishReason::Length);
   }
-  std::lock_guard lock(mu_);
-  stats_.generation_tokens_total += emitted;
+  for (const Chunk& ch : rec.chunks) {
+    Sequence& s = *ch.seq;
+    if (s.finished == FinishReason::None && s.slot >= 0)
+      blocks_.register_blocks(s.tokens, s.table, std::min<int64_t>(s.computed, int64_t(s.tokens.size())),
+                              s.block_hashes);
+  }
+  {
+    std::lock_guard lock(mu_);
+    stats_.generation_tokens_total += emitted;
+    stats_.graph_replays_total = runner_->graph_replays();
+    stats_.graph_captures_total = runner_->graph_captures();
+  }
+  // Retired sequences that no launched step names any more can go.
+  const uint64_t oldest = launched_.empty() ? next_step_ + 1 : launched_.front().id;
+  std::erase_if(retired_, [&](const auto& s) { return s->last_step < oldest && s->pending == 0; });
+  return ok_status();
+}
+
+void Engine::emit(Sequence& s, int32_t tok, const StepOutput& out, int64_t row) {
+  const RequestParams& p = s.params;
+  s.tokens.push_back(tok);
+  s.generated++;
+  if (s.counts) s.counts->add_generated(tok);
+  if (s.generated == 1) s.timing.first_token = Clock::now();
+  std::optional<TokenLogprob> lp;
+  if (p.logprobs >= 0 && !out.logprobs.empty()) {
+    lp = TokenLogprob{.logprob = out.logprobs[size_t(row)]};
+    for (int k = 0; k < p.logprobs; ++k) {
+      const size_t at = size_t(row) * ops::kMaxTopLogprobs + size_t(k);
+      lp->top.emplace_back(out.top_ids[at], out.top_logprobs[at]);
+    }
+  }
+  std::span<const float> logits;
+  if (!out.logits.empty()) {
+    const size_t V = size_t(model_.config.vocab_size);
+    logits = std::span<const float>(out.logits.data() + size_t(row) * V, V);
+  }
+  s.stream->push(tok, std::move(lp), logits);
+  if (contains(p.stop_ids, tok) || (p.ignore_eos == IgnoreEos::No && contains(p.eos_ids, tok)))
+    finish(s, FinishReason::Stop);
+  else if (s.generated >= p.max_tokens)
+    finish(s, FinishReason::Length);
 }
 
 void Engine::finish(Sequence& s, FinishReason reason, const std::string& error) {
@@ -273,12 +381,34 @@ void Engine::finish(Sequence& s, FinishReason reason, const std::string& error) 
   s.stream->finish(reason, error);
 }
 
-void Engine::remove_finished() {
-  auto& run = plan_.running;
-  for (auto& s : run)
-    if (s->finished != FinishReason::None) blocks_.release(s->table);
-  run.erase(std::remove_if(run.begin(), run.end(), [](const auto& s) { return s->finished != FinishReason::None; }),
-            run.end());
+// A failed step: every sequence it or a later launched step fed ends with the error; the device
+// queue is drained (its outputs are not trusted).
+void Engine::fail_in_flight(const std::string& error) {
+  for (const LaunchedStep& rec : launched_)
+    for (const Chunk& ch : rec.chunks) finish(*ch.seq, FinishReason::Error, error);
+  while (runner_->in_flight() > 0) (void)runner_->collect();
+  for (const LaunchedStep& rec : launched_)
+    for (Sequence* s : rec.row_seq) s->pending--;
+  launched_.clear();
+  for (auto& s : plan_.running) finish(*s, FinishReason::Error, error);
+}
+
+// Finished sequences leave the plan at once and give their blocks and seat back (a launched step
+// still writing them is ordered before any later step that reuses them); the object lives on in
+// retired_ while a launched step names it.
+void Engine::retire_finished() {
+  auto retire = [&](std::unique_ptr<Sequence>& s) {
+    release_sequence(plan_, blocks_, *s);
+    retired_.push_back(std::move(s));  // dropped below unless a launched step names it
+  };
+  for (auto& s : plan_.running)
+    if (s->finished != FinishReason::None) retire(s);
+  std::erase_if(plan_.running, [](const auto& s) { return !s; });
+  for (auto& s : plan_.waiting)
+    if (s->finished != FinishReason::None) retire(s);
+  std::erase_if(plan_.waiting, [](const auto& s) { return !s; });
+  const uint64_t oldest = launched_.empty() ? next_step_ + 1 : launched_.front().id;
+  std::erase_if(retired_, [&](const auto& s) { return s->last_step < oldest && s->pending == 0; });
 }
 
 void Engine::update_stats() {

@@ -1,8 +1,11 @@
-// Engine: continuous batching over one model. Owns the paged KV pool, the workspace and the
-// staging buffers, and runs a loop on its own thread that admits requests (by free KV blocks),
-// does chunked prefill within a token budget, decodes every running sequence in one forward call
-// per step, samples per request on the host and streams tokens to each RequestStream. On CUDA a
-// decode-only step (every sequence one token) replays a CUDA graph captured per token count.
+// Engine: continuous batching over one model — the one decode path of `serve`, `run` and `bench`.
+// Owns the paged KV pool (the sliding-window layers in a pool of their own that holds only the
+// blocks each sequence's window reaches), the step runner (device buffers, CUDA graphs) and a loop
+// on its own thread that admits requests (by free KV blocks), does chunked prefill within a token
+// budget, decodes every running sequence in one step and streams tokens to each RequestStream.
+// Sampling runs on the device; only the sampled ids (and requested logprobs) come back. With
+// async scheduling the host plans and stages step N+1 while the device runs step N: a decode
+// token sampled by step N is fed to step N+1 on the device.
 #pragma once
 
 #include <atomic>
@@ -17,12 +20,15 @@
 
 #include "model/forward.h"
 #include "model/model.h"
-#include "runtime/batch_staging.h"
 #include "runtime/kv_cache.h"
 #include "runtime/request.h"
 #include "runtime/scheduler_plan.h"
+#include "runtime/step_runner.h"
 
 namespace mx {
+
+enum class AsyncScheduling { Off, On };
+enum class Warmup { No, Yes };
 
 struct EngineArgs {
   int max_num_seqs = 256;             // sequences in one step at most
@@ -33,7 +39,19 @@ struct EngineArgs {
   PrefixCaching prefix_caching = PrefixCaching::Off;
   double stats_interval_seconds = 10;  // periodic stats log line while busy; 0: never
   bool enforce_eager = false;          // never replay CUDA graphs (vLLM's --enforce-eager)
+  AsyncScheduling async_scheduling = AsyncScheduling::On;
+  Warmup warmup = Warmup::Yes;  // CUDA: one prefill-sized and one decode-sized step at creation
 };
+
+// Device memory of the KV cache for EngineArgs: per block of the full-attention pool, and the
+// fixed window pool of the sliding layers (none with prefix caching: then every layer is paged
+// in the one pool, as cached prefix blocks must hold the sliding layers' keys too).
+struct KvLayout {
+  size_t bytes_per_block = 0;
+  size_t window_pool_bytes = 0;
+  int window_pool_blocks = 0;
+};
+KvLayout kv_layout(const ModelConfig& c, const EngineArgs& a, Device device);
 
 // Counters for /metrics and the stats line (totals since start, gauges now).
 struct EngineStats {
@@ -52,33 +70,55 @@ class Engine {
   ~Engine();  // stops the loop; requests still open end with FinishReason::Cancelled
 
   // Thread-safe. Checks the request (prompt ids in the vocabulary, prompt + max_tokens within
-  // max_model_len) and queues it; the stream delivers its tokens.
+  // max_model_len, sampling settings) and queues it; the stream delivers its tokens.
   Result<std::shared_ptr<RequestStream>> submit(RequestParams params);
+  // Several requests queued at once (the loop sees all of them or none; bench batches).
+  Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<RequestParams> params);
 
   EngineStats stats() const;
   const EngineArgs& args() const { return args_; }
   int max_model_len() const { return args_.max_model_len; }
   const Model& model() const { return model_; }
+  // bench: fills the KV cache with random values (a prefilled context for RequestParams::prefilled).
+  Status fill_cache_random(uint64_t seed);
+  // The KV layout chosen at creation, one line (for the start-up log).
+  std::string kv_summary() const;
 
  private:
-  Engine(const Model& model, const EngineArgs& args, KvCache kv, Workspace ws, BatchStaging staging);
+  Engine(const Model& model, const EngineArgs& args, std::unique_ptr<KvCache> kv);
+  Status warm_up();
+  Result<std::unique_ptr<Sequence>> make_sequence(RequestParams p);
   void loop();
   void drop_cancelled();
-  Status run_step(const std::vector<Chunk>& chunks);
-  Status run_forward(const ForwardArgs& fa, bool decode_only);
-  void sample_and_emit(const std::vector<Chunk>& chunks, const std::vector<float>& logits);
+  bool needs_sync() const;  // the next plan needs every launched step read (penalties, logits)
+  Status launch_step(const std::vector<Chunk>& chunks);
+  Status collect_step();
+  void emit(Sequence& s, int32_t token, const StepOutput& out, int64_t row);
   void finish(Sequence& s, FinishReason reason, const std::string& error = {});
-  void remove_finished();
+  void fail_in_flight(const std::string& error);
+  void retire_finished();
   void update_stats();
   void maybe_log_stats();
 
   const Model& model_;
   EngineArgs args_;
-  KvCache kv_;
+  std::unique_ptr<KvCache> kv_;
   BlockManager blocks_;  // over kv_
-  Workspace ws_;
-  BatchStaging staging_;
+  std::unique_ptr<StepRunner> runner_;
   PlanState plan_;  // waiting and running sequences (engine thread only)
+  PlanLimits limits_;
+
+  // Launched steps not read yet: which sequences fed which tokens, and their sampled rows.
+  struct LaunchedStep {
+    uint64_t id = 0;
+    std::vector<Chunk> chunks;
+    std::vector<Sequence*> row_seq;  // (R)
+  };
+  std::deque<LaunchedStep> launched_;
+  uint64_t next_step_ = 0;
+  // Finished sequences that launched steps still name (freed once those steps are read).
+  std::vector<std::unique_ptr<Sequence>> retired_;
+  StepBatch batch_;  // reused
 
   mutable std::mutex mu_;  // guards inbox_, stop_, stats_
   std::condition_variable cv_;
@@ -87,12 +127,6 @@ class Engine {
   EngineStats stats_;
   std::atomic<uint64_t> next_id_{1};
   std::thread thread_;
-
-  std::vector<float> logits_;  // the step's sampled rows on the host, reused (no 0.8 MB alloc per token)
-  // Decode-step graphs by token count, valid for one scratch generation (ops::scratch_generation).
-  std::map<int64_t, ops::StepGraph> decode_graphs_;
-  uint64_t graphs_generation_ = 0;
-  bool graphs_failed_ = false;  // a capture failed: eager from then on
 
   uint64_t logged_prompt_ = 0, logged_generation_ = 0;
   Clock::time_point last_log_ = Clock::now();

@@ -22,6 +22,13 @@ class BlockManager {
   bool reserve(std::vector<int32_t>& table, int64_t tokens);
   // Gives the table's blocks back: cached ones lose a reference, the others return to the pool.
   void release(std::vector<int32_t>& table);
+  // The window pool (KvCache::reserve_window); without one both do nothing (and reserve succeeds).
+  bool reserve_window(std::vector<int32_t>& window, int64_t first_live, int64_t tokens) {
+    return !kv_.has_window_pool() || kv_.reserve_window(window, first_live, tokens);
+  }
+  void release_window(std::vector<int32_t>& window) {
+    if (kv_.has_window_pool()) kv_.release_window(window);
+  }
 
   // For a request with nothing computed: fills `table` with the cached blocks of its longest
   // cached prefix of full blocks (always leaving one token to compute) and returns the tokens

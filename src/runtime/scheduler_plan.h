@@ -14,25 +14,38 @@
 
 namespace mx {
 
-// One request inside the engine. `tokens` is the prompt followed by the generated ids; the first
-// `computed` of them have their K/V in the cache. A sequence needs tokens[computed, size) fed;
-// when the feed reaches the end, the logits of the last token give the next one. Preemption
-// releases the blocks and sets computed = 0 (recomputed on re-admission, output unchanged).
+// One request inside the engine. `tokens` is the prompt followed by the generated ids known to the
+// host; `pending` more were sampled on the device by steps whose results are not read yet (the
+// last of them is fed to the next step from the device). The first `computed` positions have
+// their K/V in the cache (or will have, once the launched steps finish). A sequence needs
+// positions [computed, length()) fed; when the feed reaches the end, the last token's logits give
+// the next one. Preemption releases the blocks and sets computed = 0 (recomputed on re-admission,
+// output unchanged).
 struct Sequence {
   std::shared_ptr<RequestStream> stream;
   RequestParams params;
-  Sampler sampler;
   std::vector<int32_t> tokens;
-  std::vector<int32_t> table;  // KV block table
+  std::vector<int32_t> table;   // KV block table (full-attention layers; every layer without a window pool)
+  std::vector<int32_t> window;  // the sliding layers' block table (window pool), else empty
   std::vector<uint64_t> block_hashes;  // prefix-cache hash chain of its full computed blocks
   int64_t computed = 0;
-  int generated = 0;
+  int generated = 0;  // tokens sampled and read (in tokens)
+  int pending = 0;    // tokens sampled by launched steps, not read yet
+  int slot = -1;      // row of the engine's device block tables while it holds blocks
+  size_t synced_table = 0, synced_window = 0;  // table entries already on the device
+  uint64_t last_step = 0;  // the last step it was fed in (steps count from 1; it stays alive until read)
+  int pending_row = -1;     // with pending: its row in the last launched step's samples
+  uint64_t pending_step = 0;
+  std::unique_ptr<TokenCounts> counts;  // penalties: occurrences of its tokens
   FinishReason finished = FinishReason::None;
   RequestTiming timing;
 
   Sequence(std::shared_ptr<RequestStream> s, RequestParams p)
-      : stream(std::move(s)), params(std::move(p)), sampler(params.sampling), tokens(params.prompt) {}
-  int64_t remaining() const { return int64_t(tokens.size()) - computed; }
+      : stream(std::move(s)), params(std::move(p)), tokens(params.prompt) {}
+  int64_t length() const { return int64_t(tokens.size()) + pending; }
+  int64_t remaining() const { return length() - computed; }
+  // Every token it may still sample is already scheduled (max_tokens): feed nothing more.
+  bool fully_scheduled() const { return generated + pending >= params.max_tokens && remaining() <= 1; }
 };
 
 // Tokens [start, start + count) of seq fed this step; `samples` when they reach its end.
@@ -45,16 +58,22 @@ struct Chunk {
 struct PlanLimits {
   int max_num_seqs = 0;
   int max_num_batched_tokens = 0;
+  int window = 0;  // the sliding window (tokens) when the cache has a window pool, else 0
 };
 
 struct PlanState {
   std::deque<std::unique_ptr<Sequence>> waiting;   // arrival order; preempted ones go first
   std::vector<std::unique_ptr<Sequence>> running;  // admission order (oldest first)
+  std::vector<int> free_slots;                     // device table rows not held by a sequence
   uint64_t preemptions = 0;
 };
 
+// Gives a sequence's blocks (both tables) and its slot back.
+void release_sequence(PlanState& st, BlockManager& blocks, Sequence& s);
+
 // Fills `chunks` for one step: running sequences oldest first (each its remaining tokens, at
-// most the budget left), then waiting ones admitted while blocks, budget and seats allow. When a
+// most the budget left; none once fully_scheduled), then waiting ones admitted while blocks,
+// budget and seats allow (a sequence whose sampled tokens are not read yet waits for them). When a
 // running sequence cannot get blocks, the newest running sequence is preempted. A request admitted
 // with nothing computed starts after its longest cached prefix (prefix caching).
 void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::vector<Chunk>& chunks);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 
 namespace mx::server {
 namespace {
@@ -96,9 +98,22 @@ std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, Samp
   f.number("temperature", 0, 2, sp.temperature);
   f.number("top_p", 1e-9, 1, sp.top_p);
   f.number("min_p", 0, 1, sp.min_p);
-  float ignored = 0;
-  f.number("presence_penalty", -2, 2, ignored);
-  f.number("frequency_penalty", -2, 2, ignored);
+  f.number("presence_penalty", -2, 2, sp.presence_penalty);
+  f.number("frequency_penalty", -2, 2, sp.frequency_penalty);
+  f.number("repetition_penalty", 1e-3, 100, sp.repetition_penalty);  // vLLM's extension
+  if (const Json* lb = f.get("logit_bias")) {  // {"token id": bias in [-100, 100]}
+    if (!lb->is_object()) f.fail("logit_bias", "must be an object mapping token ids to numbers");
+    else for (auto it = lb->begin(); it != lb->end() && !f.error; ++it) {
+      int64_t id = -1;
+      const std::string& key = it.key();
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+        f.fail("logit_bias", fmt::format("key '{}' is not a token id", key));
+      else if (!it.value().is_number() || std::abs(it.value().get<double>()) > 100)
+        f.fail("logit_bias", fmt::format("the bias of token {} must be a number in [-100, 100]", id));
+      else sp.logit_bias.emplace_back(int32_t(id), it.value().get<float>());
+    }
+  }
   std::optional<int64_t> v;
   f.integer("top_k", -1, 1 << 30, v);
   if (v) sp.top_k = int(std::max<int64_t>(*v, 0));

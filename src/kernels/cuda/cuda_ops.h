@@ -16,6 +16,13 @@ int device_count();
 Result<void*> device_malloc(size_t bytes);
 void device_free(void* p);
 Status memcpy_any(void* dst, const void* src, size_t bytes);  // cudaMemcpyDefault, synchronous
+Status memcpy_async(void* dst, const void* src, size_t bytes);  // on the current stream
+Result<void*> host_malloc_pinned(size_t bytes);
+void host_free_pinned(void* p);
+Result<void*> event_create();  // a cudaEvent_t without timing
+Status event_record_on_stream(void* event);  // on the current stream
+Status event_synchronize(void* event);
+void event_destroy(void* event);
 Status synchronize();
 void* current_stream();  // cudaStream_t of the engine (default: the legacy stream)
 void set_current_stream(void* stream);

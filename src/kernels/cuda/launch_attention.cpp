@@ -108,7 +108,7 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillK
   // still served: each block loops over its share of the device-written tile list.
   const int64_t tile_tokens = kern::attention_prefill_tile_tokens(
       a.n_heads, a.n_kv_heads, use_wgmma(kernel) ? kern::kPrefillWgmmaRows : kern::kPrefillRows);
-  const int64_t grid = std::min(T, (T + tile_tokens - 1) / tile_tokens + a.batch.block_tables.dim(0) - 1);
+  const int64_t grid = std::min(T, (T + tile_tokens - 1) / tile_tokens + a.batch.seqs() - 1);
   void* ws;
   MX_ASSIGN(ws, workspace(size_t(T) * sizeof(int2) + 16));
   const kern::AttentionPrefillParams p{

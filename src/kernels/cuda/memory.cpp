@@ -35,6 +35,42 @@ Status memcpy_any(void* dst, const void* src, size_t bytes) {
   return ok_status();
 }
 
+Status memcpy_async(void* dst, const void* src, size_t bytes) {
+  const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g_stream);
+  MX_CHECK(err == cudaSuccess, "cudaMemcpyAsync of {} bytes failed: {}", bytes, cudaGetErrorString(err));
+  return ok_status();
+}
+
+Result<void*> host_malloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, bytes ? bytes : 1);
+  MX_CHECK(err == cudaSuccess, "cudaMallocHost of {} bytes failed: {}", bytes, cudaGetErrorString(err));
+  return p;
+}
+
+void host_free_pinned(void* p) { cudaFreeHost(p); }
+
+Result<void*> event_create() {
+  cudaEvent_t e = nullptr;
+  const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  MX_CHECK(err == cudaSuccess, "cudaEventCreate failed: {}", cudaGetErrorString(err));
+  return static_cast<void*>(e);
+}
+
+Status event_record_on_stream(void* event) {
+  const cudaError_t err = cudaEventRecord(static_cast<cudaEvent_t>(event), g_stream);
+  MX_CHECK(err == cudaSuccess, "cudaEventRecord failed: {}", cudaGetErrorString(err));
+  return ok_status();
+}
+
+Status event_synchronize(void* event) {
+  const cudaError_t err = cudaEventSynchronize(static_cast<cudaEvent_t>(event));
+  MX_CHECK(err == cudaSuccess, "CUDA error: {}", cudaGetErrorString(err));
+  return ok_status();
+}
+
+void event_destroy(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
 Status synchronize() {
   const cudaError_t err = cudaStreamSynchronize(g_stream);
   MX_CHECK(err == cudaSuccess, "CUDA error: {}", cudaGetErrorString(err));

@@ -1,0 +1,346 @@
+// StepRunner: packing a step into pinned memory, the device step (prologue -> forward -> sampling
+// stage), decode buckets and their CUDA graphs, and the launch/collect pipeline.
+#include "runtime/step_runner.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace mx {
+namespace {
+
+// Decode bucket sizes: every size up to 8 (a padded token reads its own 4 experts: small batches
+// stay exact), then steps of 4 to 16, 8 to 64, 16 to 128, 32 to 256, 64 beyond.
+std::vector<int> decode_buckets(int max_rows) {
+  std::vector<int> b;
+  for (int n = 1; n <= max_rows;) {
+    b.push_back(n);
+    n += n < 8 ? 1 : n < 16 ? 4 : n < 64 ? 8 : n < 128 ? 16 : n < 256 ? 32 : 64;
+  }
+  if (b.back() != max_rows) b.push_back(max_rows);
+  return b;
+}
+
+// 4-byte words of the fixed input area, in this order.
+struct InLayout {
+  size_t tokens, positions, seats, from_prev, rows, params, seeds, draw, rows_k, penalties, offsets, counts, total;
+  InLayout(int64_t T, int64_t R) {
+    size_t at = 0;
+    auto take = [&](int64_t n) { return std::exchange(at, at + size_t(n)); };
+    tokens = take(T), positions = take(T), seats = take(T), from_prev = take(T), rows = take(R);
+    params = take(4 * R), seeds = take(R), draw = take(R), rows_k = take(R), penalties = take(3 * R);
+    offsets = take(R + 1), counts = take(2), total = at;
+  }
+};
+
+// Output words: ids, logprob, lse (R each), then top ids and top logprobs (R x kMaxTopLogprobs each).
+constexpr int64_t kOutWordsPerRow = 3 + 2 * ops::kMaxTopLogprobs;
+
+}  // namespace
+
+struct StepRunner::Arena {
+  InLayout in{0, 0};
+  int64_t T = 0, R = 0, entry_cap = 0, update_cap = 0;
+  ops::Buffer dev_in, host_in[2];
+  ops::Buffer dev_out, host_out[2];
+  ops::Buffer dev_entries, host_entries[2], dev_saved;
+  ops::Buffer dev_updates[2], host_updates[2][2];  // [table|window], [slot]
+  ops::Buffer logits, tables, windows;
+  ops::Event done[2];
+  int32_t* in_words(int slot) const { return static_cast<int32_t*>(host_in[slot].data()); }
+};
+
+struct StepRunner::Views {
+  ForwardArgs fa;
+  ops::TakePrevTokensArgs prev;
+  ops::TableUpdatesArgs table_updates, window_updates;
+  Tensor params, seeds, draw, rows_k, penalties, offsets, entries, saved;
+  Tensor ids, logprob, lse, top_ids, top_lp;
+};
+
+StepRunner::StepRunner(const Model& model, const KvCache& kv, const StepRunnerArgs& args)
+    : model_(model), kv_(kv), args_(args), device_(model.weights.device), buckets_(decode_buckets(args.max_rows)) {}
+
+StepRunner::~StepRunner() {
+  while (!launched_.empty()) (void)collect();  // the device must be done with the buffers
+}
+
+Result<std::unique_ptr<StepRunner>> StepRunner::create(const Model& model, const KvCache& kv,
+                                                       const StepRunnerArgs& args) {
+  MX_CHECK(args.max_tokens >= args.max_rows && args.max_rows >= 1 && args.seats >= 1 && args.max_blocks >= 1,
+           "step runner: bad limits (tokens {}, rows {}, seats {}, blocks {})", args.max_tokens, args.max_rows,
+           args.seats, args.max_blocks);
+  std::unique_ptr<StepRunner> r(new StepRunner(model, kv, args));
+  MX_TRY(r->allocate());
+  return r;
+}
+
+Status StepRunner::allocate() {
+  const ModelConfig& c = model_.config;
+  MX_ASSIGN(Workspace ws, Workspace::create(c, device_, args_.max_tokens, args_.max_rows));
+  ws_ = std::make_unique<Workspace>(std::move(ws));
+  arena_ = std::make_unique<Arena>();
+  Arena& a = *arena_;
+  a.T = args_.max_tokens;
+  a.R = args_.max_rows;
+  a.in = InLayout(a.T, a.R);
+  MX_ASSIGN(a.dev_in, ops::Buffer::allocate(device_, a.in.total * 4));
+  MX_ASSIGN(a.dev_out, ops::Buffer::allocate(device_, size_t(a.R * kOutWordsPerRow) * 4));
+  for (int s = 0; s < 2; ++s) {
+    MX_ASSIGN(a.host_in[s], ops::Buffer::allocate_pinned(a.in.total * 4));
+    MX_ASSIGN(a.host_out[s], ops::Buffer::allocate_pinned(size_t(a.R * kOutWordsPerRow) * 4));
+    MX_ASSIGN(a.done[s], ops::Event::create(device_));
+  }
+  MX_ASSIGN(a.logits, ops::Buffer::allocate(device_, size_t(a.R) * size_t(c.vocab_size) * 4));
+  // One more table row than seats: the pad seat of graph batches (its blocks are all kPadBlock).
+  const size_t table_bytes = size_t(args_.seats + 1) * size_t(args_.max_blocks) * 4;
+  MX_ASSIGN(a.tables, ops::Buffer::allocate(device_, table_bytes));
+  std::vector<int32_t> zeros(table_bytes / 4, kPadBlock);
+  MX_TRY(ops::copy(a.tables.view(DType::I32, {int64_t(zeros.size())}), Tensor(zeros.data(), DType::I32, {int64_t(zeros.size())})));
+  if (kv_.has_window_pool()) {
+    MX_ASSIGN(a.windows, ops::Buffer::allocate(device_, table_bytes));
+    MX_TRY(ops::copy(a.windows.view(DType::I32, {int64_t(zeros.size())}), Tensor(zeros.data(), DType::I32, {int64_t(zeros.size())})));
+  }
+  return ok_status();
+}
+
+int StepRunner::bucket(int n) const {
+  if (args_.graphs == UseGraphs::No || device_ != Device::CUDA) return n;
+  auto it = std::lower_bound(buckets_.begin(), buckets_.end(), n);
+  return it == buckets_.end() ? n : *it;
+}
+
+namespace {
+
+// Grows a device buffer and its two pinned mirrors to hold `need` records of `bytes` each.
+Status grow(Device dev, ops::Buffer& device_buf, ops::Buffer (&host)[2], int64_t& cap, int64_t need, size_t bytes) {
+  if (need <= cap) return ok_status();
+  cap = std::max<int64_t>({need, 2 * cap, 256});
+  MX_ASSIGN(device_buf, ops::Buffer::allocate(dev, size_t(cap) * bytes));
+  for (auto& h : host) {
+    MX_ASSIGN(h, ops::Buffer::allocate_pinned(size_t(cap) * bytes));
+  }
+  return ok_status();
+}
+
+template <typename T>
+void put(int32_t* words, size_t at, const std::vector<T>& v, size_t n, T fill) {
+  static_assert(sizeof(T) == 4);
+  std::memcpy(words + at, v.data(), v.size() * 4);
+  for (size_t i = v.size(); i < n; ++i) std::memcpy(words + at + i, &fill, 4);
+}
+
+}  // namespace
+
+// Writes the batch (padded to T tokens and R rows) into the slot's pinned buffers and grows the
+// growable ones (entries, table updates) when the batch needs more; growing drops the graphs that
+// hold their addresses.
+Status StepRunner::pack(const StepBatch& b, int64_t T, int64_t R, int slot) {
+  Arena& a = *arena_;
+  const SampleRows& s = b.sampling;
+  MX_CHECK(T <= a.T && R <= a.R && b.size() <= T && s.rows() <= R && int64_t(b.logit_rows.size()) == s.rows(),
+           "step: {} tokens / {} rows for buffers of {} / {}", b.size(), s.rows(), a.T, a.R);
+  const int64_t entries = int64_t(s.entries.size());
+  const int64_t updates = int64_t(std::max(b.table_updates.size(), b.window_updates.size()) / 3);
+  const int64_t entry_cap = a.entry_cap, update_cap = a.update_cap;
+  MX_TRY(grow(device_, a.dev_entries, a.host_entries, a.entry_cap, entries, sizeof(ops::LogitsEntry)));
+  if (a.entry_cap != entry_cap) {
+    MX_ASSIGN(a.dev_saved, ops::Buffer::allocate(device_, size_t(a.entry_cap) * 4));
+  }
+  for (int k = 0; k < 2; ++k) {
+    int64_t cap = update_cap;
+    MX_TRY(grow(device_, a.dev_updates[k], a.host_updates[k], cap, updates, 12));
+    if (k == 1) a.update_cap = cap;
+  }
+  if (a.entry_cap != entry_cap || a.update_cap != update_cap) graphs_.clear();
+
+  int32_t* w = a.in_words(slot);
+  const int32_t pad_seat = args_.seats;
+  put(w, a.in.tokens, b.tokens, size_t(T), 0);
+  put(w, a.in.positions, b.positions, size_t(T), 0);
+  put(w, a.in.seats, b.seats, size_t(T), pad_seat);
+  put(w, a.in.from_prev, b.from_prev, size_t(T), -1);
+  std::vector<int32_t> rows = b.logit_rows;
+  for (int64_t r = s.rows(); r < R; ++r) rows.push_back(int32_t(r));  // padding rows: their own token
+  put(w, a.in.rows, rows, size_t(R), 0);
+  put(w, a.in.params, s.params, size_t(4 * R), 0.0f);
+  put(w, a.in.seeds, s.seeds, size_t(R), 0);
+  put(w, a.in.draw, s.draw_positions, size_t(R), 0);
+  put(w, a.in.rows_k, s.rows_k, size_t(R), -1);
+  std::vector<float> pen = s.penalties;
+  while (int64_t(pen.size()) < 3 * R) pen.insert(pen.end(), {1.0f, 0.0f, 0.0f});
+  put(w, a.in.penalties, pen, size_t(3 * R), 0.0f);
+  put(w, a.in.offsets, s.offsets, size_t(R + 1), s.offsets.back());
+  w[a.in.counts] = int32_t(b.table_updates.size() / 3);
+  w[a.in.counts + 1] = int32_t(b.window_updates.size() / 3);
+  if (entries) std::memcpy(a.host_entries[slot].data(), s.entries.data(), size_t(entries) * sizeof(ops::LogitsEntry));
+  if (!b.table_updates.empty())
+    std::memcpy(a.host_updates[0][slot].data(), b.table_updates.data(), b.table_updates.size() * 4);
+  if (!b.window_updates.empty())
+    std::memcpy(a.host_updates[1][slot].data(), b.window_updates.data(), b.window_updates.size() * 4);
+  return ok_status();
+}
+
+StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool decode_only, int64_t num_seqs) const {
+  const Arena& a = *arena_;
+  auto in = [&](size_t at, DType dt, std::initializer_list<int64_t> shape) {
+    return Tensor(static_cast<int32_t*>(a.dev_in.data()) + at, dt, shape, device_);
+  };
+  auto out = [&](int64_t at, DType dt, std::initializer_list<int64_t> shape) {
+    return Tensor(static_cast<int32_t*>(a.dev_out.data()) + at, dt, shape, device_);
+  };
+  Views v;
+  const Tensor tables = a.tables.view(DType::I32, {args_.seats + 1, args_.max_blocks});
+  v.fa.tokens = in(a.in.tokens, DType::I32, {T});
+  v.fa.batch = {.positions = in(a.in.positions, DType::I32, {T}), .seq_index = in(a.in.seats, DType::I32, {T}),
+                .block_tables = tables, .num_seqs = num_seqs};
+  v.fa.cache = kv_.layers();
+  if (kv_.has_window_pool()) v.fa.sliding_block_tables = a.windows.view(DType::I32, {args_.seats + 1, args_.max_blocks});
+  v.fa.logit_rows = in(a.in.rows, DType::I32, {R});
+  v.fa.all_rows = decode_only;
+  v.fa.logits = a.logits.view(DType::F32, {R, model_.config.vocab_size});
+  v.prev = {.tokens = v.fa.tokens, .from = in(a.in.from_prev, DType::I32, {T}), .prev = out(0, DType::I32, {a.R})};
+  const int64_t U = std::max<int64_t>(a.update_cap, 1);
+  if (a.update_cap > 0) {
+    v.table_updates = {.tables = tables, .updates = a.dev_updates[0].view(DType::I32, {U, 3}),
+                       .count = in(a.in.counts, DType::I32, {1})};
+    if (kv_.has_window_pool())
+      v.window_updates = {.tables = v.fa.sliding_block_tables, .updates = a.dev_updates[1].view(DType::I32, {U, 3}),
+                          .count = in(a.in.counts + 1, DType::I32, {1})};
+  }
+  v.params = in(a.in.params, DType::F32, {R, 4});
+  v.seeds = in(a.in.seeds, DType::I32, {R});
+  v.draw = in(a.in.draw, DType::I32, {R});
+  v.rows_k = in(a.in.rows_k, DType::I32, {R});
+  v.penalties = in(a.in.penalties, DType::F32, {R, 3});
+  v.offsets = in(a.in.offsets, DType::I32, {R + 1});
+  if (a.entry_cap > 0) {
+    v.entries = a.dev_entries.view(DType::I32, {a.entry_cap, 4});
+    v.saved = a.dev_saved.view(DType::F32, {a.entry_cap});
+  }
+  v.ids = out(0, DType::I32, {R});
+  v.logprob = out(a.R, DType::F32, {R});
+  v.lse = out(2 * a.R, DType::F32, {R});
+  v.top_ids = out(3 * a.R, DType::I32, {R, ops::kMaxTopLogprobs});
+  v.top_lp = out(3 * a.R + a.R * ops::kMaxTopLogprobs, DType::F32, {R, ops::kMaxTopLogprobs});
+  return v;
+}
+
+// Everything a step runs on the device, in stream order (what a graph captures).
+Status StepRunner::device_step(const Views& v, bool logprobs, bool entries) {
+  if (!v.table_updates.tables.empty()) MX_TRY(ops::apply_table_updates(v.table_updates));
+  if (!v.window_updates.tables.empty()) MX_TRY(ops::apply_table_updates(v.window_updates));
+  MX_TRY(ops::take_prev_tokens(v.prev));
+  MX_TRY(forward(model_, *ws_, v.fa));
+  if (logprobs)
+    MX_TRY(ops::logprobs_topk({.logits = v.fa.logits, .rows_k = v.rows_k, .lse = v.lse, .top_ids = v.top_ids,
+                               .top_logprobs = v.top_lp}));
+  if (entries)
+    MX_TRY(ops::logits_process({.logits = v.fa.logits, .penalties = v.penalties, .offsets = v.offsets,
+                                .entries = v.entries, .saved = v.saved}));
+  MX_TRY(ops::sample({.logits = v.fa.logits, .params = v.params, .seeds = v.seeds, .positions = v.draw, .ids = v.ids}));
+  if (logprobs)
+    MX_TRY(ops::logprobs_chosen({.logits = v.fa.logits, .offsets = v.offsets, .entries = v.entries, .saved = v.saved,
+                                 .ids = v.ids, .rows_k = v.rows_k, .lse = v.lse, .logprobs = v.logprob}));
+  return ok_status();
+}
+
+// A decode bucket replays its graph (captured on first use, after one eager run that sizes the ops'
+// scratch); anything else runs eagerly.
+Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) {
+  if (!graph || graphs_failed_) return device_step(v, logprobs, entries);
+  if (ops::scratch_generation() != graphs_generation_) {  // the graphs hold the old scratch address
+    graphs_.clear();
+    graphs_generation_ = ops::scratch_generation();
+  }
+  const auto key = std::make_tuple(v.fa.tokens.dim(0), logprobs, entries);
+  if (auto it = graphs_.find(key); it != graphs_.end()) {
+    ++replays_;
+    return it->second.replay();
+  }
+  MX_TRY(device_step(v, logprobs, entries));
+  if (ops::scratch_generation() != graphs_generation_) {
+    graphs_.clear();
+    graphs_generation_ = ops::scratch_generation();
+  }
+  // The graph reads every input from the staged buffers, which each launch refills before replaying.
+  auto g = ops::StepGraph::capture(device_, [this, v, logprobs, entries] { return device_step(v, logprobs, entries); });
+  if (!g.ok()) {
+    log_warn("decode steps stay eager: {}", g.status().message());
+    graphs_failed_ = true;
+    return ok_status();
+  }
+  graphs_.emplace(key, std::move(*g));
+  ++captures_;
+  return ok_status();
+}
+
+Status StepRunner::launch(const StepBatch& b) {
+  MX_CHECK(in_flight() < kMaxInFlight, "step runner: {} steps in flight", in_flight());
+  const SampleRows& s = b.sampling;
+  const bool graph = b.decode_only && args_.graphs == UseGraphs::Yes && device_ == Device::CUDA;
+  const int64_t T = graph ? bucket(int(b.size())) : b.size();
+  const int64_t R = graph ? T : s.rows();
+  MX_CHECK(!b.decode_only || s.rows() == b.size(), "step: a decode batch samples every token ({} rows, {} tokens)",
+           s.rows(), b.size());
+  const int slot = next_slot_;
+  next_slot_ ^= 1;
+  MX_TRY(pack(b, T, R, slot));
+  Arena& a = *arena_;
+  MX_TRY(ops::copy_async(a.dev_in.view(DType::I32, {int64_t(a.in.total)}),
+                         Tensor(a.host_in[slot].data(), DType::I32, {int64_t(a.in.total)})));
+  if (!s.entries.empty())
+    MX_TRY(ops::copy_async(a.dev_entries.view(DType::I32, {int64_t(s.entries.size()) * 4}),
+                           Tensor(a.host_entries[slot].data(), DType::I32, {int64_t(s.entries.size()) * 4})));
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<int32_t>& u = k == 0 ? b.table_updates : b.window_updates;
+    if (!u.empty())
+      MX_TRY(ops::copy_async(a.dev_updates[k].view(DType::I32, {int64_t(u.size())}),
+                             Tensor(a.host_updates[k][slot].data(), DType::I32, {int64_t(u.size())})));
+  }
+  const Views v = views(T, R, b.decode_only, b.num_seqs);
+  MX_TRY(run(v, s.any_logprobs, s.any_entries, graph));
+  // The ids, or everything up to the last row's top logprobs (the areas are laid out for a.R rows).
+  const int64_t out_words = s.any_logprobs ? (3 + ops::kMaxTopLogprobs) * a.R + R * ops::kMaxTopLogprobs : R;
+  MX_TRY(ops::copy_async(Tensor(a.host_out[slot].data(), DType::I32, {out_words}),
+                         a.dev_out.view(DType::I32, {out_words})));
+  MX_TRY(a.done[slot].record());
+  launched_.push_back({.slot = slot, .rows = s.rows(), .logprobs = s.any_logprobs, .keep_logits = b.keep_logits});
+  return ok_status();
+}
+
+Result<StepOutput> StepRunner::collect() {
+  MX_CHECK(!launched_.empty(), "step runner: nothing to collect");
+  const Launched l = launched_.front();
+  launched_.pop_front();
+  Arena& a = *arena_;
+  MX_TRY(a.done[l.slot].wait());
+  StepOutput out;
+  const int32_t* w = static_cast<const int32_t*>(a.host_out[l.slot].data());
+  out.ids.assign(w, w + l.rows);
+  if (l.logprobs) {
+    const float* f = reinterpret_cast<const float*>(w);
+    out.logprobs.assign(f + a.R, f + a.R + l.rows);
+    const int64_t K = ops::kMaxTopLogprobs;
+    out.top_ids.assign(w + 3 * a.R, w + 3 * a.R + l.rows * K);
+    out.top_logprobs.assign(f + 3 * a.R + a.R * K, f + 3 * a.R + a.R * K + l.rows * K);
+  }
+  if (l.keep_logits) {
+    const int64_t V = model_.config.vocab_size;
+    out.logits.resize(size_t(l.rows * V));
+    MX_TRY(ops::copy(Tensor(out.logits.data(), DType::F32, {l.rows, V}),
+                     a.logits.view(DType::F32, {a.R, V}).rows(0, l.rows)));
+  }
+  return out;
+}
+
+Status StepRunner::fill_cache_random(uint64_t seed) {
+  for (const ops::KvLayer& layer : kv_.layers()) {
+    MX_TRY(ops::fill_random({.out = layer.k, .seed = seed, .scale = 1.0f}));
+    MX_TRY(ops::fill_random({.out = layer.v, .seed = seed + 1, .scale = 1.0f}));
+  }
+  return ops::synchronize(device_);
+}
+
+}  // namespace mx
