@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Serving benchmark for machines without node (the GPU machine): streamed /v1/completions requests
 at several concurrencies against a running OpenAI-compatible server, reporting mean / p50 / p99
-time to first token, time per output token after the first, and total output throughput.
-Same measurement as tests/js/bench_serve.mjs (which uses the official openai client); standard
-library only.
+time to first token, time per output token after the first (mean / p50 / p99), output tokens per
+second and requests per second. Same measurement as tests/js/bench_serve.mjs (which uses the
+official openai client); standard library only. Each level keeps `concurrency` requests in flight
+until `requests-per-level` have run (0: twice the concurrency, at least 16).
 
-usage: tools/bench_serve.py [--base-url http://127.0.0.1:8000/v1] [--concurrency 1,8,64]
-                            [--requests-per-level 64] [--max-tokens 128] [--prompt-words 256]
+usage: tools/bench_serve.py [--base-url http://127.0.0.1:8000/v1] [--concurrency 1,8,64,256]
+                            [--requests-per-level 0] [--max-tokens 128] [--prompt-words 256]
                             [--temperature 0] [--top-p 1]
+  the common 1k-in / 1k-out shape: --prompt-words 1000 --max-tokens 1024
 """
 import argparse
 import concurrent.futures
@@ -62,23 +64,24 @@ def one(args, model, i):
 
 
 def level(args, model, concurrency):
+    n = args.requests_per_level or max(16, 2 * concurrency)
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
-        results = list(pool.map(lambda i: one(args, model, i), range(args.requests_per_level)))
+        results = list(pool.map(lambda i: one(args, model, i), range(n)))
     wall = time.perf_counter() - t0
     ttft = sorted(r[0] for r in results)
     tpot = sorted(r[1] for r in results)
     q = lambda v, p: v[min(len(v) - 1, int(p * len(v)))]
     return (f"| {concurrency} | {len(results)} | {statistics.mean(ttft) * 1e3:.1f} | {q(ttft, 0.5) * 1e3:.1f} | "
-            f"{q(ttft, 0.99) * 1e3:.1f} | {statistics.mean(tpot) * 1e3:.2f} | {q(tpot, 0.99) * 1e3:.2f} | "
-            f"{sum(r[2] for r in results) / wall:.1f} |")
+            f"{q(ttft, 0.99) * 1e3:.1f} | {statistics.mean(tpot) * 1e3:.2f} | {q(tpot, 0.5) * 1e3:.2f} | "
+            f"{q(tpot, 0.99) * 1e3:.2f} | {sum(r[2] for r in results) / wall:.1f} | {len(results) / wall:.2f} |")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    ap.add_argument("--concurrency", default="1,8,64")
-    ap.add_argument("--requests-per-level", type=int, default=64)
+    ap.add_argument("--concurrency", default="1,8,64,256")
+    ap.add_argument("--requests-per-level", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--prompt-words", type=int, default=256)
     ap.add_argument("--temperature", type=float, default=0.0)
@@ -87,10 +90,11 @@ def main():
     conn, path = connect(args.base_url)
     conn.request("GET", f"{path}/models")
     model = json.loads(conn.getresponse().read())["data"][0]["id"]
-    print(f"model {model}, {args.requests_per_level} requests per level, prompt {args.prompt_words} words, "
-          f"{args.max_tokens} output tokens, temperature {args.temperature}, top_p {args.top_p}\n")
-    print("| concurrency | requests | TTFT mean ms | TTFT p50 | TTFT p99 | TPOT mean ms | TPOT p99 | output tok/s |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print(f"model {model}, prompt {args.prompt_words} words, {args.max_tokens} output tokens, "
+          f"temperature {args.temperature}, top_p {args.top_p}\n")
+    print("| concurrency | requests | TTFT mean ms | TTFT p50 | TTFT p99 | TPOT mean ms | TPOT p50 | TPOT p99 | "
+          "output tok/s | req/s |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for c in (int(x) for x in args.concurrency.split(",")):
         print(level(args, model, c), flush=True)
 

@@ -55,8 +55,14 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 Buffer::~Buffer() {
   if (!data_) return;
 #ifdef MXSERVE_HAVE_CUDA
-  if (pinned_) return cuda::host_free_pinned(data_);
-  if (device_ == Device::CUDA) return cuda::device_free(data_);
+  if (pinned_) {
+    cuda::host_free_pinned(data_);
+    return;
+  }
+  if (device_ == Device::CUDA) {
+    cuda::device_free(data_);
+    return;
+  }
 #endif
   std::free(data_);
 }

@@ -19,23 +19,26 @@ constexpr int kStages = 4;         // cp.async ring of A and raw B stages
 constexpr int kBChunks = kBN * 2;  // B stage: kBN weight rows x their 32 MXFP4 bytes of the stage
 constexpr int kRouteThreads = 1024;
 
-// The GEMM's two shapes: a warp owns all kBM = 16·kMT rows of the tile x 8·kNT columns (kMT m16 x
+// The GEMM's shapes: a warp owns all kBM = 16·kMT rows of the tile x 8·kNT columns (kMT m16 x
 // kNT n8 mma tiles), kBN / (8·kNT) warps per block. kMT = 4: 64-row tiles, 4 warps of 64 x 32, 3
 // blocks per SM; kMT = 8: 128-row tiles, 8 warps of 128 x 16, 2 blocks per SM (each weight decoded
-// once per 128 pairs instead of 64, twice the A reads from shared memory per mma).
+// once per 128 pairs instead of 64, twice the A reads from shared memory per mma); kMT = 1: 16-row
+// tiles for decode batches (a few pairs per expert: the 64-row tiles' mma work on empty rows made
+// the step compute-bound), 4 warps of 16 x 32, 4 blocks per SM.
 template <int kMT_>
 struct Shape {
-  static constexpr int kMT = kMT_, kBM = 16 * kMT, kNT = kMT == 4 ? 4 : 2;
-  static constexpr int kWarps = kBN / (8 * kNT), kThreads = 32 * kWarps, kMinBlocks = kMT == 4 ? 3 : 2;
+  static constexpr int kMT = kMT_, kBM = 16 * kMT, kNT = kMT == 8 ? 2 : 4;
+  static constexpr int kWarps = kBN / (8 * kNT), kThreads = 32 * kWarps;
+  static constexpr int kMinBlocks = kMT == 1 ? 4 : kMT == 4 ? 3 : 2;
   // A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity.
   static constexpr int kAChunks = kBM * 8, kStageChunks = kAChunks + kBChunks;
   static constexpr int kALoads = kAChunks / kThreads, kBLoads = kBChunks / kThreads;  // per thread and stage
   static constexpr int kRingBytes = kStages * kStageChunks * int(sizeof(uint4));
   // the ring, then the block's scale bytes (kBN rows x G)
   static size_t smem_bytes(int G) { return size_t(kRingBytes) + size_t(kBN) * G; }
-  static_assert((kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
+  static_assert((kMT == 1 || kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
 };
-static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128, "the GEMM shapes below");
+static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128 && kGroupedShortTileM == 16, "the GEMM shapes below");
 
 // ---- routing ---------------------------------------------------------------------------------
 // One block: per-expert counts, offsets and the tile list, then each pair's sorted position. The
@@ -273,7 +276,9 @@ int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m) {
 
 size_t moe_grouped_smem_bytes(int tile_m, int D, int F) {
   const int G = (D > F ? D : F) / 32;
-  return tile_m == kGroupedTallTileM ? Shape<8>::smem_bytes(G) : Shape<4>::smem_bytes(G);
+  return tile_m == kGroupedTallTileM    ? Shape<8>::smem_bytes(G)
+         : tile_m == kGroupedShortTileM ? Shape<1>::smem_bytes(G)
+                                        : Shape<4>::smem_bytes(G);
 }
 
 namespace {
@@ -287,13 +292,16 @@ cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
 
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
-  const bool tile_ok = p.tile_m == kGroupedTileM || (!p.fp8 && p.tile_m == kGroupedTallTileM);
+  const bool tile_ok = p.tile_m == kGroupedTileM ||
+                       (!p.fp8 && !p.xp && (p.tile_m == kGroupedTallTileM || p.tile_m == kGroupedShortTileM)) ||
+                       (p.xp && p.tile_m == kGroupedTallTileM);
   if (!tile_ok) return cudaErrorInvalidValue;
   bf16_mxfp4w_moe_grouped_route<<<1, kRouteThreads, 0, s>>>(p);
   const cudaError_t err = p.fp8                              ? run_e4m3_mxfp4w_moe_grouped_gemms(p, s)
                           : p.xp                             ? run_bf16_mxfp4w_moe_grouped_wgmma_gemms(p, s)
-                          : p.tile_m == kGroupedTallTileM ? launch_gemms<Shape<8>>(p, s)
-                                                             : launch_gemms<Shape<4>>(p, s);
+                          : p.tile_m == kGroupedTallTileM  ? launch_gemms<Shape<8>>(p, s)
+                          : p.tile_m == kGroupedShortTileM ? launch_gemms<Shape<1>>(p, s)
+                                                           : launch_gemms<Shape<4>>(p, s);
   if (err != cudaSuccess) return err;
   const int threads = (p.D / 8 + 31) / 32 * 32;
   bf16_mxfp4w_moe_grouped_finalize<<<unsigned(p.T), threads < 512 ? threads : 512, 0, s>>>(p);

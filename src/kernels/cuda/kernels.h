@@ -200,6 +200,7 @@ namespace mx::cuda::kern {
 // GEMMs where the experts average 64 pairs or more: launch_moe_grouped.cpp).
 inline constexpr int kGroupedTileM = 64;
 inline constexpr int kGroupedTallTileM = 128;
+inline constexpr int kGroupedShortTileM = 16;  // decode batches: few pairs per expert (BF16 mma.sync only)
 inline constexpr int kGroupedMaxExperts = 1024;
 struct MoeGroupedParams {
   const void* x;             // (T, D) bf16
@@ -228,7 +229,7 @@ struct MoeGroupedParams {
   void* xp;  // (T, D) bf16: x with every 64-wide stage permuted
   int64_t T;
   int D, F, E, K, max_tiles;
-  int tile_m;  // rows per tile: kGroupedTileM, or kGroupedTallTileM (BF16 only)
+  int tile_m;  // rows per tile: kGroupedTileM, or kGroupedTallTileM / kGroupedShortTileM (BF16 only)
   float limit, alpha;
   bool fp8;
 };

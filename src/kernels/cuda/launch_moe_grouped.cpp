@@ -15,6 +15,10 @@ constexpr int64_t kTallTileMinPairsPerExpert = 64;
 // H100 (PERFORMANCE.md, run 10), one 120b layer (E = 128), route + GEMMs + finalize: T = 2048 (64
 // pairs per expert) 1803 us on wgmma vs 2481 on mma.sync; T = 512 (16 per expert) 1498 vs 1223.
 constexpr int64_t kWgmmaMinPairsPerExpert = 64;
+// BF16 mma.sync tiles of 16 pairs up to this many pairs per expert on average (decode batches:
+// the 64-row tiles spend their mma work on empty rows). Set from the sweep in
+// tests/kernels/cuda_moe_grouped_test.cpp (DISABLED_ThresholdSweep, docs/PERFORMANCE.md run 17).
+constexpr int64_t kShortTileMaxPairsPerExpert = 16;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 cuda::GroupedKernel g_kernel = cuda::GroupedKernel::kAuto;
@@ -39,12 +43,16 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(aligned16(a.x.data) && aligned16(a.residual.data) && aligned16(a.w.gate_up_blocks.data) &&
                aligned16(a.w.down_blocks.data),
            "bf16_mxfp4w_moe_grouped: x, residual and the expert blocks must be 16-byte aligned");
-  const int tile_m =
-      !fp8 && T * K >= kTallTileMinPairsPerExpert * E ? kern::kGroupedTallTileM : kern::kGroupedTileM;
+  const bool short_tiles = !fp8 && g_kernel != cuda::GroupedKernel::kWgmma && T * K <= kShortTileMaxPairsPerExpert * E;
+  const int tile_m = fp8                                     ? kern::kGroupedTileM
+                     : T * K >= kTallTileMinPairsPerExpert * E ? kern::kGroupedTallTileM
+                     : short_tiles                             ? kern::kGroupedShortTileM
+                                                               : kern::kGroupedTileM;
   // BF16 GEMMs on wgmma where this build's sm_90a code runs on the device (kAuto), else mma.sync.
   MX_CHECK(fp8 || g_kernel != cuda::GroupedKernel::kWgmma || kern::moe_grouped_wgmma_available(),
            "bf16_mxfp4w_moe_grouped_wgmma: this build has no sm_90a code for this device");
   const bool wgmma = !fp8 && g_kernel != cuda::GroupedKernel::kMmaSync && kern::moe_grouped_wgmma_available() &&
+                     tile_m != kern::kGroupedShortTileM &&
                      (g_kernel == cuda::GroupedKernel::kWgmma || T * K >= kWgmmaMinPairsPerExpert * E);
   const size_t smem = fp8     ? kern::moe_grouped_e4m3_smem_bytes()
                       : wgmma ? kern::moe_grouped_wgmma_smem_bytes(tile_m, D, F)
