@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/log.h"
@@ -465,20 +466,21 @@ Status check_rows_k(const char* op, const Tensor& rows_k, int64_t R, Device dev)
 
 Status logprobs_topk(const LogprobsTopkArgs& a) {
   const Device dev = a.logits.device;
-  MX_TRY(expect(a.logits, "logprobs_topk", "logits", {DType::F32}, 2, dev));
-  MX_TRY(expect(a.lse, "logprobs_topk", "lse", {DType::F32}, 1, dev));
-  MX_TRY(expect(a.top_ids, "logprobs_topk", "top_ids", {DType::I32}, 2, dev));
-  MX_TRY(expect(a.top_logprobs, "logprobs_topk", "top_logprobs", {DType::F32}, 2, dev));
+  const char* op = "logprobs_topk";
+  MX_TRY(expect(a.logits, op, "logits", {DType::F32}, 2, dev));
   const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
   MX_CHECK(V >= 1 && V <= INT32_MAX, "logprobs_topk: vocabulary of {}", V);
-  MX_TRY(check_rows_k("logprobs_topk", a.rows_k, R, dev));
-  MX_TRY(same_dim("logprobs_topk", "lse", a.lse.dim(0), R));
-  for (const Tensor* t : {&a.top_ids, &a.top_logprobs}) {
-    MX_TRY(same_dim("logprobs_topk", "top rows", t->dim(0), R));
-    MX_TRY(same_dim("logprobs_topk", "top columns (kMaxTopLogprobs)", t->dim(1), kMaxTopLogprobs));
+  MX_TRY(check_rows_k(op, a.rows_k, R, dev));
+  MX_TRY(expect(a.lse, op, "lse", {DType::F32}, 1, dev));
+  MX_TRY(same_dim(op, "lse", a.lse.dim(0), R));
+  for (const auto& [t, name, dtype] : {std::tuple{&a.top_ids, "top_ids", DType::I32},
+                                       std::tuple{&a.top_logprobs, "top_logprobs", DType::F32}}) {
+    MX_TRY(expect(*t, op, name, {dtype}, 2, dev));
+    MX_TRY(same_dim(op, "top rows", t->dim(0), R));
+    MX_TRY(same_dim(op, "top columns (kMaxTopLogprobs)", t->dim(1), kMaxTopLogprobs));
   }
   // Rows without logprobs read nothing: count the outputs only (rows_k is device data).
-  return route("logprobs_topk", dev, a, cpu::logprobs_topk, MX_CUDA_FN(logprobs_topk),
+  return route(op, dev, a, cpu::logprobs_topk, MX_CUDA_FN(logprobs_topk),
                nbytes({&a.rows_k, &a.lse, &a.top_ids, &a.top_logprobs}));
 }
 

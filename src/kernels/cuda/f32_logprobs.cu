@@ -145,6 +145,13 @@ __device__ void pick_digit(TopkShared& sh, int remaining) {
   }
 }
 
+// hist[bin] += 1, one atomic per group of lanes with the same bin (a constant row would otherwise
+// serialise a whole row of atomics on one shared address).
+__device__ __forceinline__ void add_to_bin(int* hist, uint32_t bin) {
+  const unsigned peers = __match_any_sync(__activemask(), bin);
+  if (int(threadIdx.x % 32) == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], __popc(peers));
+}
+
 // The exact k-th largest ukey of the row (4 passes of 8 bits); *need: how many logits equal to it
 // belong to the top k (the others above it number k - need).
 __device__ uint32_t radix_select(const float* l, int64_t V, int k, TopkShared& sh, int* need) {
@@ -155,7 +162,7 @@ __device__ uint32_t radix_select(const float* l, int64_t V, int k, TopkShared& s
     __syncthreads();
     for_each_logit(l, V, [&](int64_t, float x) {
       const uint32_t u = logit_ukey(x);
-      if ((u & mask) == prefix) atomicAdd(&sh.hist[(u >> shift) & 255], 1);
+      if ((u & mask) == prefix) add_to_bin(sh.hist, (u >> shift) & 255);
     });
     __syncthreads();
     if (threadIdx.x < 32) pick_digit(sh, remaining);
