@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/log.h"
@@ -415,6 +417,103 @@ Status sample(const SampleArgs& a) {
   return route("sample", dev, a, cpu::sample, MX_CUDA_FN(sample), nbytes({&a.logits}));
 }
 
+namespace {
+// Host data only (the CPU backend): offsets non-decreasing within [0, N], every entry of rows
+// [0, R) a known kind with a token in [0, V). On CUDA these live on the device and are not read
+// here: the kernels skip entries that fall outside.
+Status check_host_entries(const char* op, const Tensor& offsets, const Tensor& entries, int64_t V) {
+  const int32_t* off = offsets.ptr<const int32_t>();
+  const int64_t R = offsets.dim(0) - 1, N = entries.dim(0);
+  MX_CHECK(off[0] >= 0, "{}: offsets[0] = {} is negative", op, off[0]);
+  for (int64_t r = 0; r < R; ++r)
+    MX_CHECK(off[r] <= off[r + 1] && off[r + 1] <= N, "{}: offsets[{}] = {}, offsets[{}] = {} with {} entries", op,
+             r, off[r], r + 1, off[r + 1], N);
+  const auto* e = reinterpret_cast<const LogitsEntry*>(entries.data);
+  for (int64_t i = off[0]; i < off[R]; ++i) {
+    MX_CHECK(e[i].token >= 0 && e[i].token < V, "{}: entry {} has token {} outside the vocabulary of {}", op, i,
+             e[i].token, V);
+    MX_CHECK(e[i].kind == LogitsEntryKind::Penalty || e[i].kind == LogitsEntryKind::Bias ||
+                 e[i].kind == LogitsEntryKind::Ban,
+             "{}: entry {} has kind {}", op, i, int32_t(e[i].kind));
+  }
+  return ok_status();
+}
+
+// The shapes shared by logits_process and logprobs_chosen: the (R, V) logits and the row entries.
+Status check_logits_entries(const char* op, const Tensor& logits, const Tensor& offsets, const Tensor& entries,
+                            const Tensor& saved, Device dev) {
+  MX_TRY(expect(logits, op, "logits", {DType::F32}, 2, dev));
+  MX_TRY(expect(offsets, op, "offsets", {DType::I32}, 1, dev));
+  MX_TRY(expect(entries, op, "entries", {DType::I32}, 2, dev));
+  MX_TRY(expect(saved, op, "saved", {DType::F32}, 1, dev));
+  MX_TRY(same_dim(op, "offsets (rows + 1)", offsets.dim(0), logits.dim(0) + 1));
+  MX_TRY(same_dim(op, "entry width (LogitsEntry)", entries.dim(1), 4));
+  MX_TRY(same_dim(op, "saved (one per entry)", saved.dim(0), entries.dim(0)));
+  if (dev == Device::CPU) MX_TRY(check_host_entries(op, offsets, entries, logits.dim(1)));
+  return ok_status();
+}
+
+// rows_k (R) i32; on the host also each value <= kMaxTopLogprobs (the kernels clamp it).
+Status check_rows_k(const char* op, const Tensor& rows_k, int64_t R, Device dev) {
+  MX_TRY(expect(rows_k, op, "rows_k", {DType::I32}, 1, dev));
+  MX_TRY(same_dim(op, "rows_k", rows_k.dim(0), R));
+  if (dev == Device::CPU)
+    for (int64_t r = 0; r < R; ++r)
+      MX_CHECK(rows_k.ptr<const int32_t>()[r] <= kMaxTopLogprobs, "{}: rows_k[{}] = {} > {}", op, r,
+               rows_k.ptr<const int32_t>()[r], kMaxTopLogprobs);
+  return ok_status();
+}
+}  // namespace
+
+Status logprobs_topk(const LogprobsTopkArgs& a) {
+  const Device dev = a.logits.device;
+  const char* op = "logprobs_topk";
+  MX_TRY(expect(a.logits, op, "logits", {DType::F32}, 2, dev));
+  const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
+  MX_CHECK(V >= 1 && V <= INT32_MAX, "logprobs_topk: vocabulary of {}", V);
+  MX_TRY(check_rows_k(op, a.rows_k, R, dev));
+  MX_TRY(expect(a.lse, op, "lse", {DType::F32}, 1, dev));
+  MX_TRY(same_dim(op, "lse", a.lse.dim(0), R));
+  for (const auto& [t, name, dtype] : {std::tuple{&a.top_ids, "top_ids", DType::I32},
+                                       std::tuple{&a.top_logprobs, "top_logprobs", DType::F32}}) {
+    MX_TRY(expect(*t, op, name, {dtype}, 2, dev));
+    MX_TRY(same_dim(op, "top rows", t->dim(0), R));
+    MX_TRY(same_dim(op, "top columns (kMaxTopLogprobs)", t->dim(1), kMaxTopLogprobs));
+  }
+  // Rows without logprobs read nothing: count the outputs only (rows_k is device data).
+  return route(op, dev, a, cpu::logprobs_topk, MX_CUDA_FN(logprobs_topk),
+               nbytes({&a.rows_k, &a.lse, &a.top_ids, &a.top_logprobs}));
+}
+
+Status logits_process(const LogitsProcessArgs& a) {
+  const Device dev = a.logits.device;
+  MX_TRY(check_logits_entries("logits_process", a.logits, a.offsets, a.entries, a.saved, dev));
+  MX_TRY(expect(a.penalties, "logits_process", "penalties", {DType::F32}, 2, dev));
+  MX_TRY(same_dim("logits_process", "penalties rows", a.penalties.dim(0), a.logits.dim(0)));
+  MX_TRY(same_dim("logits_process", "penalties columns", a.penalties.dim(1), 3));
+  return route("logits_process", dev, a, cpu::logits_process, MX_CUDA_FN(logits_process),
+               nbytes({&a.offsets, &a.penalties}));
+}
+
+Status logprobs_chosen(const LogprobsChosenArgs& a) {
+  const Device dev = a.logits.device;
+  MX_TRY(check_logits_entries("logprobs_chosen", a.logits, a.offsets, a.entries, a.saved, dev));
+  const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
+  MX_TRY(check_rows_k("logprobs_chosen", a.rows_k, R, dev));
+  MX_TRY(expect(a.ids, "logprobs_chosen", "ids", {DType::I32}, 1, dev));
+  MX_TRY(expect(a.lse, "logprobs_chosen", "lse", {DType::F32}, 1, dev));
+  MX_TRY(expect(a.logprobs, "logprobs_chosen", "logprobs", {DType::F32}, 1, dev));
+  for (const Tensor* t : {&a.ids, &a.lse, &a.logprobs}) MX_TRY(same_dim("logprobs_chosen", "rows", t->dim(0), R));
+  if (dev == Device::CPU)
+    for (int64_t r = 0; r < R; ++r) {
+      const int32_t id = a.ids.ptr<const int32_t>()[r];
+      MX_CHECK(a.rows_k.ptr<const int32_t>()[r] < 0 || (id >= 0 && id < V), "logprobs_chosen: ids[{}] = {} with a "
+               "vocabulary of {}", r, id, V);
+    }
+  return route("logprobs_chosen", dev, a, cpu::logprobs_chosen, MX_CUDA_FN(logprobs_chosen),
+               nbytes({&a.ids, &a.rows_k, &a.lse, &a.logprobs}));
+}
+
 Status take_prev_tokens(const TakePrevTokensArgs& a) {
   const Device dev = a.tokens.device;
   MX_TRY(expect(a.tokens, "take_prev_tokens", "tokens", {DType::I32}, 1, dev));
@@ -480,7 +579,7 @@ std::vector<std::string> dispatch_summary(Device device) {
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> {}, else bf16_attention_decode (split "
                   "over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq, prefill_attention_kernel()),
-      "rmsnorm (final norm), sample: one kernel each",
+      "rmsnorm (final norm), sample, logprobs_topk, logits_process, logprobs_chosen: one kernel each",
   };
 }
 

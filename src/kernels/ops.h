@@ -301,7 +301,9 @@ constexpr int kMaxTopLogprobs = 20;
 
 // Per row with k = rows_k[r] >= 0: the log-sum-exp of the raw row and its k most likely ids
 // (higher logit first, lower id first on ties) with their log-probabilities (logit - lse).
-// Rows with k < 0 are left untouched. Columns >= k of ids/logprobs are unspecified.
+// Rows with k < 0 are left untouched. Columns >= min(k, V) of ids/logprobs are unspecified.
+// NaN logits count as -inf (no mass, ranked with -inf); a row whose max is +-inf has lse = max.
+// k > kMaxTopLogprobs is refused on the CPU and clamped on CUDA (rows_k is device data there).
 struct LogprobsTopkArgs {
   Tensor logits;    // (R, V) f32, the raw logits
   Tensor rows_k;    // (R) i32: alternatives wanted per row, -1 = no logprobs
@@ -328,7 +330,9 @@ static_assert(sizeof(LogitsEntry) == 16);
 // -inf for each Ban entry. The entries of row r are entries[offsets[r] .. offsets[r + 1]), ordered
 // Penalty, Bias, Ban (a token may appear once per kind). saved[i] receives the value entry i's token
 // held before this op touched the row (the raw logit for the first entry of a token), for
-// logprobs_chosen. Rows without entries are not read.
+// logprobs_chosen (every entry's saved value is raw on both backends). Rows without entries are
+// not read. On the CPU bad offsets or entries are refused; on CUDA they are device data: offsets
+// are clamped to [0, N] and entries with a token outside [0, V) skipped.
 struct LogitsProcessArgs {
   Tensor logits;     // (R, V) f32, updated in place
   Tensor penalties;  // (R, 3) f32: repetition (1 = off), presence (0 = off), frequency (0 = off)
@@ -340,6 +344,7 @@ Status logits_process(const LogitsProcessArgs& a);
 
 // Per row with rows_k[r] >= 0: logprob[r] = raw(ids[r]) - lse[r], where raw(v) is saved[i] of the
 // first entry i of the row with token v, else logits[r, v] (a token no entry touched is raw).
+// An id outside [0, V) is refused on the CPU and gives NaN on CUDA.
 struct LogprobsChosenArgs {
   Tensor logits;    // (R, V) f32, processed
   Tensor offsets;   // (R + 1) i32, as given to logits_process

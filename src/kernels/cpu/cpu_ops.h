@@ -19,6 +19,9 @@ Status moe_router(const ops::MoeRouterArgs& a);  // rmsnorm -> linear -> router_
 Status moe(const ops::MoeArgs& a);
 Status fill_random(const ops::FillRandomArgs& a);
 Status sample(const ops::SampleArgs& a);
+Status logprobs_topk(const ops::LogprobsTopkArgs& a);  // logits.cpp: the sampling stage's logits ops
+Status logits_process(const ops::LogitsProcessArgs& a);
+Status logprobs_chosen(const ops::LogprobsChosenArgs& a);
 Status add_i32(const ops::AddI32Args& a);
 Status take_prev_tokens(const ops::TakePrevTokensArgs& a);
 Status apply_table_updates(const ops::TableUpdatesArgs& a);

@@ -63,6 +63,10 @@ int moe_grouped_wgmma_min_pairs_per_expert();  // kAuto takes wgmma from this ma
 // utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)
 Status fill_random(const ops::FillRandomArgs& a);
 Status sample(const ops::SampleArgs& a);  // f32_sample.cu
+// the sampling stage's logits ops (launch_sampling.cpp): f32_logprobs.cu, f32_logits_process.cu
+Status logprobs_topk(const ops::LogprobsTopkArgs& a);
+Status logits_process(const ops::LogitsProcessArgs& a);
+Status logprobs_chosen(const ops::LogprobsChosenArgs& a);
 Status add_i32(const ops::AddI32Args& a);
 Status take_prev_tokens(const ops::TakePrevTokensArgs& a);
 Status apply_table_updates(const ops::TableUpdatesArgs& a);

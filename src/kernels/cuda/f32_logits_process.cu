@@ -1,0 +1,50 @@
+// f32_logits_process: the sampling stage's logits processing on the GPU (ops::logits_process), one
+// block per row with entries, in place: every entry's token's raw logit into saved[], then the
+// three phases (penalties, biases, bans) with a barrier between them. A row without entries exits
+// at once; entries whose token lies outside [0, V) are skipped (device data, not validated).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/util_kernels.h"
+#include "kernels/logits_rule.h"
+
+namespace mx::cuda::kern {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads) f32_logits_process(LogitsProcessParams p) {
+  const int64_t r = blockIdx.x;
+  const EntryRange e = entry_range(p.offsets, r, p.N);
+  if (e.begin >= e.end) return;
+  float* l = p.logits + r * p.V;
+  // f(token, i) for each entry i of the row of the given kind (any kind: -1) with a token in range.
+  auto each = [&](int32_t kind, auto f) {
+    for (int64_t i = e.begin + threadIdx.x; i < e.end; i += kThreads) {
+      const int32_t t = p.entries[4 * i];
+      if (t >= 0 && t < p.V && (kind < 0 || p.entries[4 * i + 1] == kind)) f(t, i);
+    }
+  };
+  each(-1, [&](int32_t t, int64_t i) { p.saved[i] = l[t]; });
+  __syncthreads();
+  const float repetition = p.penalties[3 * r], presence = p.penalties[3 * r + 1], frequency = p.penalties[3 * r + 2];
+  each(kEntryPenalty, [&](int32_t t, int64_t i) {
+    l[t] = penalized_logit(l[t], repetition, presence, frequency, p.entries[4 * i + 2], p.entries[4 * i + 3]);
+  });
+  __syncthreads();
+  each(kEntryBias, [&](int32_t t, int64_t i) { l[t] = __fadd_rn(l[t], __int_as_float(p.entries[4 * i + 3])); });
+  __syncthreads();
+  each(kEntryBan, [&](int32_t t, int64_t) { l[t] = -INFINITY; });
+}
+
+}  // namespace
+
+cudaError_t run_f32_logits_process(const LogitsProcessParams& p, cudaStream_t s) {
+  if (p.R == 0) return cudaSuccess;
+  f32_logits_process<<<unsigned(p.R), kThreads, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace mx::cuda::kern

@@ -1,0 +1,59 @@
+// Launchers of the engine step's sampling-stage logits ops (f32_logprobs.cu, f32_logits_process.cu):
+// dispatch has checked the shapes; the row contents (rows_k, offsets, entries, ids) are device data
+// and are bounded by the kernels themselves. Nothing here allocates or synchronises (graph-safe).
+#include <climits>
+#include <cstddef>
+
+#include "kernels/cuda/launch_util.h"
+#include "kernels/cuda/util_kernels.h"
+
+namespace mx::cuda {
+
+static_assert(kern::kTopLogprobs == ops::kMaxTopLogprobs);
+static_assert(kern::kEntryPenalty == int32_t(ops::LogitsEntryKind::Penalty) &&
+              kern::kEntryBias == int32_t(ops::LogitsEntryKind::Bias) &&
+              kern::kEntryBan == int32_t(ops::LogitsEntryKind::Ban));
+static_assert(offsetof(ops::LogitsEntry, token) == 0 && offsetof(ops::LogitsEntry, kind) == 4 &&
+              offsetof(ops::LogitsEntry, count) == 8 && offsetof(ops::LogitsEntry, aux) == 12);
+
+Status logprobs_topk(const ops::LogprobsTopkArgs& a) {
+  const kern::LogprobsTopkParams p{.logits = a.logits.ptr<const float>(),
+                                   .rows_k = a.rows_k.ptr<const int32_t>(),
+                                   .R = a.logits.dim(0),
+                                   .V = a.logits.dim(1),
+                                   .lse = a.lse.ptr<float>(),
+                                   .top_ids = a.top_ids.ptr<int32_t>(),
+                                   .top_logprobs = a.top_logprobs.ptr<float>()};
+  MX_CHECK(p.R <= INT_MAX, "f32_logprobs_topk: {} rows (one block each)", p.R);
+  return kernel_status("f32_logprobs_topk", kern::run_f32_logprobs_topk(p, stream()));
+}
+
+Status logits_process(const ops::LogitsProcessArgs& a) {
+  const kern::LogitsProcessParams p{.logits = a.logits.ptr<float>(),
+                                    .R = a.logits.dim(0),
+                                    .V = a.logits.dim(1),
+                                    .penalties = a.penalties.ptr<const float>(),
+                                    .offsets = a.offsets.ptr<const int32_t>(),
+                                    .entries = a.entries.ptr<const int32_t>(),
+                                    .N = a.entries.dim(0),
+                                    .saved = a.saved.ptr<float>()};
+  MX_CHECK(p.R <= INT_MAX, "f32_logits_process: {} rows (one block each)", p.R);
+  return kernel_status("f32_logits_process", kern::run_f32_logits_process(p, stream()));
+}
+
+Status logprobs_chosen(const ops::LogprobsChosenArgs& a) {
+  const kern::LogprobsChosenParams p{.logits = a.logits.ptr<const float>(),
+                                     .R = a.logits.dim(0),
+                                     .V = a.logits.dim(1),
+                                     .offsets = a.offsets.ptr<const int32_t>(),
+                                     .entries = a.entries.ptr<const int32_t>(),
+                                     .N = a.entries.dim(0),
+                                     .saved = a.saved.ptr<const float>(),
+                                     .ids = a.ids.ptr<const int32_t>(),
+                                     .rows_k = a.rows_k.ptr<const int32_t>(),
+                                     .lse = a.lse.ptr<const float>(),
+                                     .logprobs = a.logprobs.ptr<float>()};
+  return kernel_status("f32_logprobs_chosen", kern::run_f32_logprobs_chosen(p, stream()));
+}
+
+}  // namespace mx::cuda
