@@ -37,6 +37,17 @@ struct InLayout {
 // Output words: ids, logprob, lse (R each), then top ids and top logprobs (R x kMaxTopLogprobs each).
 constexpr int64_t kOutWordsPerRow = 3 + 2 * ops::kMaxTopLogprobs;
 
+// Grows a device buffer and its two pinned mirrors to hold `need` records of `bytes` each.
+Status grow(Device dev, ops::Buffer& device_buf, ops::Buffer (&host)[2], int64_t& cap, int64_t need, size_t bytes) {
+  if (need <= cap) return ok_status();
+  cap = std::max<int64_t>({need, 2 * cap, 256});
+  MX_ASSIGN(device_buf, ops::Buffer::allocate(dev, size_t(cap) * bytes));
+  for (auto& h : host) {
+    MX_ASSIGN(h, ops::Buffer::allocate_pinned(size_t(cap) * bytes));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 struct StepRunner::Arena {
@@ -98,6 +109,16 @@ Status StepRunner::allocate() {
   MX_ASSIGN(a.tables, ops::Buffer::allocate(device_, table_bytes));
   std::vector<int32_t> zeros(table_bytes / 4, kPadBlock);
   MX_TRY(ops::copy(a.tables.view(DType::I32, {int64_t(zeros.size())}), Tensor(zeros.data(), DType::I32, {int64_t(zeros.size())})));
+  // Room for a step's entries and table updates from the start (growing later drops the graphs):
+  // a decode step appends at most one block per sequence and table.
+  MX_TRY(grow(device_, a.dev_entries, a.host_entries, a.entry_cap, 4 * a.R, sizeof(ops::LogitsEntry)));
+  MX_ASSIGN(a.dev_saved, ops::Buffer::allocate(device_, size_t(a.entry_cap) * 4));
+  const int64_t updates = 2 * a.R + (a.T + 15) / 16 + 16;
+  for (int k = 0; k < 2; ++k) {
+    int64_t cap = 0;
+    MX_TRY(grow(device_, a.dev_updates[k], a.host_updates[k], cap, updates, 12));
+    a.update_cap = cap;
+  }
   if (kv_.has_window_pool()) {
     MX_ASSIGN(a.windows, ops::Buffer::allocate(device_, table_bytes));
     MX_TRY(ops::copy(a.windows.view(DType::I32, {int64_t(zeros.size())}), Tensor(zeros.data(), DType::I32, {int64_t(zeros.size())})));
@@ -112,17 +133,6 @@ int StepRunner::bucket(int n) const {
 }
 
 namespace {
-
-// Grows a device buffer and its two pinned mirrors to hold `need` records of `bytes` each.
-Status grow(Device dev, ops::Buffer& device_buf, ops::Buffer (&host)[2], int64_t& cap, int64_t need, size_t bytes) {
-  if (need <= cap) return ok_status();
-  cap = std::max<int64_t>({need, 2 * cap, 256});
-  MX_ASSIGN(device_buf, ops::Buffer::allocate(dev, size_t(cap) * bytes));
-  for (auto& h : host) {
-    MX_ASSIGN(h, ops::Buffer::allocate_pinned(size_t(cap) * bytes));
-  }
-  return ok_status();
-}
 
 template <typename T>
 void put(int32_t* words, size_t at, const std::vector<T>& v, size_t n, T fill) {
