@@ -4,10 +4,11 @@ at several concurrencies against a running OpenAI-compatible server, reporting m
 time to first token, time per output token after the first (mean / p50 / p99), output tokens per
 second and requests per second. Same measurement as tests/js/bench_serve.mjs (which uses the
 official openai client); standard library only. Each level keeps `concurrency` requests in flight
-until `requests-per-level` have run (0: twice the concurrency, at least 16).
+until `requests-per-level` have run (0: `waves` times the concurrency, at least `min-requests`).
 
 usage: tools/bench_serve.py [--base-url http://127.0.0.1:8000/v1] [--concurrency 1,8,64,256]
-                            [--requests-per-level 0] [--max-tokens 128] [--prompt-words 256]
+                            [--requests-per-level 0] [--waves 2] [--min-requests 16]
+                            [--max-tokens 128] [--prompt-words 256]
                             [--temperature 0] [--top-p 1]
   the common 1k-in / 1k-out shape: --prompt-words 1000 --max-tokens 1024
 """
@@ -64,7 +65,7 @@ def one(args, model, i):
 
 
 def level(args, model, concurrency):
-    n = args.requests_per_level or max(16, 2 * concurrency)
+    n = args.requests_per_level or max(args.min_requests, int(args.waves * concurrency))
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         results = list(pool.map(lambda i: one(args, model, i), range(n)))
@@ -82,6 +83,8 @@ def main():
     ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     ap.add_argument("--concurrency", default="1,8,64,256")
     ap.add_argument("--requests-per-level", type=int, default=0)
+    ap.add_argument("--waves", type=float, default=2.0)
+    ap.add_argument("--min-requests", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--prompt-words", type=int, default=256)
     ap.add_argument("--temperature", type=float, default=0.0)

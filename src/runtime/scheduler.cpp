@@ -121,7 +121,7 @@ Status Engine::warm_up() {
     b.num_seqs = decode ? T : 1;
     for (int i = 0; i < T; ++i) {
       b.tokens.push_back(0);
-      b.positions.push_back(decode ? 0 : i);
+      b.positions.push_back(decode ? 0 : i % args_.max_model_len);  // within the pad seat's table
       b.seats.push_back(args_.max_num_seqs);
       b.from_prev.push_back(-1);
       if (decode || i == T - 1) {

@@ -151,6 +151,10 @@ Status StepRunner::pack(const StepBatch& b, int64_t T, int64_t R, int slot) {
   const SampleRows& s = b.sampling;
   MX_CHECK(T <= a.T && R <= a.R && b.size() <= T && s.rows() <= R && int64_t(b.logit_rows.size()) == s.rows(),
            "step: {} tokens / {} rows for buffers of {} / {}", b.size(), s.rows(), a.T, a.R);
+  const int64_t max_position = int64_t(args_.max_blocks) * kv_.block_size();
+  for (int32_t pos : b.positions)
+    MX_CHECK(pos >= 0 && pos < max_position, "step: position {} outside the block tables ({} positions)", pos,
+             max_position);
   const int64_t entries = int64_t(s.entries.size());
   const int64_t updates = int64_t(std::max(b.table_updates.size(), b.window_updates.size()) / 3);
   const int64_t entry_cap = a.entry_cap, update_cap = a.update_cap;

@@ -24,7 +24,7 @@ namespace {
 // row, lane or tile (the corrupted output below reads ~1e-3).
 constexpr double kGroupedNmse = 1e-4;
 // Equal to kMoeGroupedMinTokens in src/kernels/dispatch.cpp; DispatchThreshold fails if they differ.
-constexpr int64_t kThreshold = 64;
+constexpr int64_t kThreshold = 40;
 
 struct Shape {
   int64_t T;

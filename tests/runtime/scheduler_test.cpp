@@ -268,7 +268,9 @@ TEST(Scheduler, PenaltiesAndLogitBiasEqualGenerate) {
     p.sampling = cases[i];
     const Collected c = collect(**(*engine)->submit(p));
     EXPECT_EQ(c.tokens, reference(prompt, 12, cases[i])) << "case " << i;
-    if (i == 3) EXPECT_EQ(c.tokens, std::vector<int32_t>(12, 42)) << "a +100 bias wins every step";
+    if (i == 3) {
+      EXPECT_EQ(c.tokens, std::vector<int32_t>(12, 42)) << "a +100 bias wins every step";
+    }
   }
   // A greedy repetition penalty changes the greedy output (else the test above proves little).
   SamplingParams plain{};

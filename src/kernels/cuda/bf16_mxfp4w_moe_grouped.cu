@@ -15,7 +15,6 @@ using namespace grouped_bf16;
 
 constexpr int kBN = 128;           // output features per block
 constexpr int kBK = 64;            // reduction elements per stage: two MXFP4 blocks per weight row
-constexpr int kStages = 4;         // cp.async ring of A and raw B stages
 constexpr int kBChunks = kBN * 2;  // B stage: kBN weight rows x their 32 MXFP4 bytes of the stage
 constexpr int kRouteThreads = 1024;
 
@@ -25,9 +24,11 @@ constexpr int kRouteThreads = 1024;
 // once per 128 pairs instead of 64, twice the A reads from shared memory per mma); kMT = 1: 16-row
 // tiles for decode batches (a few pairs per expert: the 64-row tiles' mma work on empty rows made
 // the step compute-bound), 4 warps of 16 x 32, 4 blocks per SM.
+// kStages: the cp.async ring of A and raw B stages (the 16-row tiles measured no faster with 8:
+// PERFORMANCE.md run 17).
 template <int kMT_>
 struct Shape {
-  static constexpr int kMT = kMT_, kBM = 16 * kMT, kNT = kMT == 8 ? 2 : 4;
+  static constexpr int kMT = kMT_, kBM = 16 * kMT, kNT = kMT == 8 ? 2 : 4, kStages = 4;
   static constexpr int kWarps = kBN / (8 * kNT), kThreads = 32 * kWarps;
   static constexpr int kMinBlocks = kMT == 1 ? 4 : kMT == 4 ? 3 : 2;
   // A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity.
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kRouteThreads) bf16_mxfp4w_moe_grouped_route(M
 // Block (n-tile, pair tile): out rows = the tile's pairs (up to L::kBM), out columns n0..n0+127 of
 // the expert's matrix (gate_up: 2F interleaved gate/up rows; down: D rows). Per 64-wide k stage, A
 // rows are gathered (gate_up: x of each pair's token; down: act in sorted order) and the 128 weight
-// rows' raw MXFP4 bytes copied, both by cp.async into a kStages ring. Warp w owns all the tile's
+// rows' raw MXFP4 bytes copied, both by cp.async into a L::kStages ring. Warp w owns all the tile's
 // rows x columns 8·kNT·w.., so each weight is decoded once per tile, straight into mma B
 // fragments: lane (g = lane/4, c = lane%4) reads bytes 8c..8c+7 of its rows' stage (k
 // 16c..16c+15). The mma's k order is permuted to match: fragment k (2c + e, 2c + 8 + e) of step t
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_gr
     b_row[i] = n < N ? n * G : -1;
   }
   auto load_stage = [&](int kt) {
-    uint4* st = smem + (kt % kStages) * L::kStageChunks;
+    uint4* st = smem + (kt % L::kStages) * L::kStageChunks;
 #pragma unroll
     for (int i = 0; i < L::kALoads; ++i) {  // zeros past the tile's rows and past Kd
       const int col = kt * kBK + a_chunk * 8;
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_gr
 
   float acc[kMT][kNT][4] = {};
   auto compute = [&](int kt, const uint32_t (&sc)[kNT]) {
-    const uint4* st = smem + (kt % kStages) * L::kStageChunks;
+    const uint4* st = smem + (kt % L::kStages) * L::kStageChunks;
     const uint2* bs = reinterpret_cast<const uint2*>(st + L::kAChunks);
     uint2 braw[kNT];
     uint32_t m1[kNT];
@@ -201,14 +202,14 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_gr
   };
 
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {  // one commit group per stage, empty past the last
+  for (int s = 0; s < L::kStages - 1; ++s) {  // one commit group per stage, empty past the last
     if (s < KT) load_stage(s);
     dev::cp_async_commit();
   }
   for (int kt = 0; kt < KT; ++kt) {
-    dev::cp_async_wait<kStages - 2>();  // stage kt has landed (for this thread) ...
+    dev::cp_async_wait<L::kStages - 2>();  // stage kt has landed (for this thread) ...
     __syncthreads();                    // ... for all; the slot read at kt - 1 is free
-    if (kt + kStages - 1 < KT) load_stage(kt + kStages - 1);
+    if (kt + L::kStages - 1 < KT) load_stage(kt + L::kStages - 1);
     dev::cp_async_commit();
     uint32_t sc[kNT];
     scales_of(kt, sc);
