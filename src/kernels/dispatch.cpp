@@ -553,10 +553,12 @@ std::string grouped_bf16_gemms() {
 #ifdef MXSERVE_HAVE_CUDA
   if (cuda::moe_grouped_wgmma_available())
     return fmt::format("BF16 activations on wgmma from {} pairs per expert on average (128-pair tiles, weights "
-                       "decoded into the A registers), else mma.sync with 64-pair tiles",
+                       "decoded into the A registers), else mma.sync with 64-pair tiles, 16-pair tiles up to 16 pairs "
+                       "per expert",
                        cuda::moe_grouped_wgmma_min_pairs_per_expert());
 #endif
-  return "BF16 activations on mma.sync, 128-pair tiles from 64 pairs per expert on average, else 64";
+  return "BF16 activations on mma.sync, 128-pair tiles from 64 pairs per expert on average, else 64, 16 up to 16 "
+         "pairs per expert";
 }
 }  // namespace
 

@@ -1,5 +1,7 @@
 // Launcher of the many-token MoE path (cuda::moe_grouped, used by dispatch above a measured token
 // count): checks the contract of bf16_mxfp4w_moe_grouped and carves its scratch from the workspace.
+#include <cmath>
+
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
@@ -30,6 +32,9 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(a.w.gate_up_blocks.dim(1) % 2 == 0 && a.w.gate_up_blocks.dim(3) == 16 && a.w.down_blocks.dim(3) == 16,
            "bf16_mxfp4w_moe_grouped: blocks {} / {} are not (E, N, G, 16)", a.w.gate_up_blocks.shape_str(),
            a.w.down_blocks.shape_str());
+  MX_CHECK(std::isfinite(a.swiglu_limit) && a.swiglu_limit >= 0.0f && a.swiglu_alpha > 0.0f,
+           "bf16_mxfp4w_moe_grouped: swiglu_limit {} and alpha {} must be finite, >= 0 and > 0", a.swiglu_limit,
+           a.swiglu_alpha);
   MX_CHECK(D % 32 == 0 && F % 32 == 0 && K >= 1 && K <= kern::kMoeMaxK && E <= kern::kGroupedMaxExperts,
            "bf16_mxfp4w_moe_grouped: needs D, F multiples of 32, 1 <= K <= {}, E <= {} (D={} F={} K={} E={})",
            kern::kMoeMaxK, kern::kGroupedMaxExperts, D, F, K, E);
