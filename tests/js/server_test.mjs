@@ -192,6 +192,18 @@ test('responses: whole and streamed agree, input items with a function call roun
   await expectError(client.responses.create({ model: MODEL, input: 'x', previous_response_id: 'resp_1' }), 400);
 });
 
+test('run and serve draw the same tokens for a seed (one engine, one sampling rule)', async ({ client }) => {
+  const demo = path.join(tmp, 'demo-model');
+  for (const [temperature, seed] of [[0.9, 5], [0, 0], [1.2, 77]]) {
+    const out = execFileSync(binary, ['run', demo, '--backend', 'cpu', '--prompt-ids', '13225,2375,1495', '-n', '12',
+      '--temperature', String(temperature), '--seed', String(seed), '--ignore-eos'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const r = await client.completions.create({ model: MODEL, prompt: [13225, 2375, 1495], max_tokens: 12,
+      temperature, seed, ignore_eos: true });
+    assert.equal(r.usage.completion_tokens, 12);
+    assert.equal(out.toString().replace(/\n$/, ''), r.choices[0].text, `temperature ${temperature}, seed ${seed}`);
+  }
+});
+
 test('tokenize and detokenize', async ({ base }) => {
   const t = await post(base, '/tokenize', { model: MODEL, prompt: 'Hello world' });
   assert.equal(t.status, 200);
