@@ -84,7 +84,8 @@ Engine::Engine(const Model& model, const EngineArgs& args, std::unique_ptr<KvCac
     : model_(model), args_(args), kv_(std::move(kv)), blocks_(*kv_, args.prefix_caching) {
   limits_ = {.max_num_seqs = args.max_num_seqs,
              .max_num_batched_tokens = args.max_num_batched_tokens,
-             .window = kv_->has_window_pool() ? model.config.sliding_window : 0};
+             .window = kv_->has_window_pool() ? model.config.sliding_window : 0,
+             .watermark_blocks = int(args.watermark * kv_->num_blocks())};
   for (int s = args.max_num_seqs - 1; s >= 0; --s) plan_.free_slots.push_back(s);
   stats_.kv_blocks_total = kv_->num_blocks();
 }
@@ -153,6 +154,9 @@ Result<std::vector<std::shared_ptr<RequestStream>>> Engine::submit_all(std::vect
   {
     std::lock_guard lock(mu_);
     MX_CHECK(!stop_, "the engine is shutting down");
+    if (args_.max_waiting > 0 && stats_.waiting + int(inbox_.size() + seqs.size()) > args_.max_waiting)
+      return Status::error(fmt::format("{}: {} requests are waiting (--max-waiting-requests {})", kOverloaded,
+                                       stats_.waiting + inbox_.size(), args_.max_waiting));
     for (auto& s : seqs) inbox_.push_back(std::move(s));
   }
   cv_.notify_all();

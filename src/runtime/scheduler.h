@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,9 @@
 namespace mx {
 
 enum class AsyncScheduling { Off, On };
+
+// The start of submit()'s error when the waiting queue is full (the server answers 503).
+inline constexpr std::string_view kOverloaded = "the server is overloaded";
 enum class Warmup { No, Yes };
 
 struct EngineArgs {
@@ -41,6 +45,8 @@ struct EngineArgs {
   bool enforce_eager = false;          // never replay CUDA graphs (vLLM's --enforce-eager)
   AsyncScheduling async_scheduling = AsyncScheduling::On;
   Warmup warmup = Warmup::Yes;  // CUDA: one prefill-sized and one decode-sized step at creation
+  double watermark = 0.01;      // fraction of the KV pool a new request must leave free while others run
+  int max_waiting = 0;          // requests queued beyond this are refused (submit: Overloaded); 0: unbounded
 };
 
 // Device memory of the KV cache for EngineArgs: per block of the full-attention pool, and the

@@ -4,6 +4,7 @@
 // are reference-counted, and unused cached blocks are evicted (least recently used) on demand.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +40,11 @@ class BlockManager {
                        std::vector<uint64_t>& hashes);
 
   int used_blocks() const;  // held by requests (neither free nor evictable)
+  int free_blocks() const { return kv_.free_blocks() + evictable_; }  // free or evictable
+  // Blocks reserve() would take to make `table` cover `tokens` positions.
+  int64_t blocks_needed(const std::vector<int32_t>& table, int64_t tokens) const {
+    return std::max<int64_t>(0, (tokens + kv_.block_size() - 1) / kv_.block_size() - int64_t(table.size()));
+  }
   uint64_t query_tokens() const { return queries_; }
   uint64_t hit_tokens() const { return hits_; }
 

@@ -68,7 +68,9 @@ void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::
     if (s.computed == 0 && s.table.empty()) cached = s.computed = blocks.match_prefix(s.tokens, s.table, s.block_hashes);
     if (s.timing.preemptions == 0) s.computed = std::max<int64_t>(s.computed, s.params.prefilled);  // bench contexts
     const int64_t n = std::min(s.remaining(), budget);
-    if (!reserve(blocks, lim, s, n)) {
+    const bool room = st.running.empty() || blocks.free_blocks() - blocks.blocks_needed(s.table, s.computed + n) >=
+                                                  lim.watermark_blocks;
+    if (!room || !reserve(blocks, lim, s, n)) {
       blocks.release(s.table);  // undo the prefix match; it is matched again next time
       blocks.release_window(s.window);
       s.computed = 0;

@@ -59,6 +59,9 @@ struct PlanLimits {
   int max_num_seqs = 0;
   int max_num_batched_tokens = 0;
   int window = 0;  // the sliding window (tokens) when the cache has a window pool, else 0
+  // Admission leaves at least this many blocks free while others run (room for the running
+  // sequences to grow: admitting into a full pool preempted them at once, over and over).
+  int watermark_blocks = 0;
 };
 
 struct PlanState {
@@ -73,7 +76,8 @@ void release_sequence(PlanState& st, BlockManager& blocks, Sequence& s);
 
 // Fills `chunks` for one step: running sequences oldest first (each its remaining tokens, at
 // most the budget left; none once fully_scheduled), then waiting ones admitted while blocks,
-// budget and seats allow (a sequence whose sampled tokens are not read yet waits for them). When a
+// budget and seats allow (a sequence whose sampled tokens are not read yet waits for them; a new one
+// is admitted only if the watermark stays free, unless nothing runs). When a
 // running sequence cannot get blocks, the newest running sequence is preempted. A request admitted
 // with nothing computed starts after its longest cached prefix (prefix caching).
 void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::vector<Chunk>& chunks);

@@ -280,6 +280,40 @@ TEST(Scheduler, PenaltiesAndLogitBiasEqualGenerate) {
   EXPECT_FALSE((*engine)->submit(bad).ok()) << "a logit_bias token outside the vocabulary";
 }
 
+// Admission leaves a watermark of the pool free while others run: fewer preemptions than admitting
+// into a full pool, the same tokens.
+TEST(Scheduler, WatermarkAdmissionAvoidsRepeatedPreemption) {
+  uint64_t preemptions[2] = {0, 0};
+  for (int w = 0; w < 2; ++w) {
+    EngineArgs a = small_args(/*blocks=*/40, 4, 80);
+    a.watermark = w ? 0.3 : 0.0;
+    auto engine = Engine::create(tiny_model(), a);
+    ASSERT_TRUE(engine.ok());
+    std::vector<RequestParams> reqs;
+    for (int i = 0; i < 6; ++i) reqs.push_back(greedy(make_prompt(16 + i, i + 20), 40));
+    auto streams = (*engine)->submit_all(reqs);
+    ASSERT_TRUE(streams.ok());
+    for (int i = 0; i < 6; ++i)
+      EXPECT_EQ(collect(*(*streams)[size_t(i)]).tokens, reference(reqs[size_t(i)].prompt, 40)) << "request " << i;
+    preemptions[w] = (*engine)->stats().preemptions_total;
+  }
+  EXPECT_GT(preemptions[0], 0u) << "without a watermark the pool was meant to preempt";
+  EXPECT_LT(preemptions[1], preemptions[0]);
+}
+
+TEST(Scheduler, MaxWaitingRefusesBeyondTheQueue) {
+  EngineArgs a = small_args(256);
+  a.max_waiting = 2;
+  auto engine = Engine::create(tiny_model(), a);
+  ASSERT_TRUE(engine.ok());
+  auto refused = (*engine)->submit_all({greedy(make_prompt(5, 1), 4), greedy(make_prompt(5, 2), 4), greedy(make_prompt(5, 3), 4)});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().message().starts_with(kOverloaded)) << refused.status().message();
+  auto ok = (*engine)->submit_all({greedy(make_prompt(5, 1), 4), greedy(make_prompt(5, 2), 4)});
+  ASSERT_TRUE(ok.ok());
+  for (auto& s : *ok) EXPECT_EQ(collect(*s).reason, FinishReason::Length);
+}
+
 // Prompts that share their first `shared` tokens.
 std::vector<int32_t> shared_prompt(int shared, int own, int seed) {
   std::vector<int32_t> p = make_prompt(shared, 99);
