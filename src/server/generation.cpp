@@ -39,6 +39,7 @@ std::variant<std::vector<Choice>, ApiError> submit_choices(ServerContext& ctx, c
       for (Choice& c : choices) c.stream->cancel();
       return bad_request(s.status().message());
     }
+    ctx.inflight.add(*s);
     choices.push_back({.stream = *s});
   }
   return choices;
