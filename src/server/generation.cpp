@@ -37,7 +37,7 @@ std::variant<std::vector<Choice>, ApiError> submit_choices(ServerContext& ctx, c
     auto s = ctx.engine->submit(std::move(p));
     if (!s.ok()) {
       for (Choice& c : choices) c.stream->cancel();
-      return bad_request(s.status().message());
+      return bad_request(s.status(), "");
     }
     ctx.inflight.add(*s);
     choices.push_back({.stream = *s});

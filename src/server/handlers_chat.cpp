@@ -191,6 +191,7 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   run->model = ctx.args.served_model_name;
   run->tok = ctx.tok.get();
   if (auto e = parse_sampling(body, Endpoint::Chat, run->sr)) return send_error(res, *e);
+  if (auto e = check_unsupported(body, Endpoint::Chat)) return send_error(res, *e);
   if (auto e = prepare_chat_prompt(ctx, body, run->sr, run->prompt_ids)) return send_error(res, *e);
   run->prompt_tokens = run->prompt_ids.size();
   for (int i = 0; i < run->sr.n; ++i) {

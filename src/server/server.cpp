@@ -82,7 +82,7 @@ void Server::add_routes() {
     } catch (...) {
     }
     log_error("request failed: {}", what);
-    send_error(res, server_error(what));
+    send_error(res, server_error("internal error"));  // the detail is in the log, not for the client
   });
   http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
     log_info("{}:{} - \"{} {} {}\" {}", req.remote_addr, req.remote_port, req.method, req.path, req.version, res.status);
