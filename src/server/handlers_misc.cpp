@@ -44,7 +44,7 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
   Json out = {{"count", ids.size()}, {"max_model_len", ctx.engine->max_model_len()}, {"tokens", ids}};
   if (strs) {
     Json strs = Json::array();
-    for (int32_t id : ids) strs.push_back(harmony::sanitize_utf8(ctx.tok->token_bytes(id)));
+    for (int32_t id : ids) strs.push_back(sanitize_utf8(ctx.tok->token_bytes(id)));
     out["token_strs"] = strs;
   }
   send_json(res, 200, out);
@@ -64,7 +64,7 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib:
     if (!id) return send_error(res, bad_request("'tokens' must be a list of token ids in the vocabulary", "tokens"));
     ids.push_back(*id);
   }
-  send_json(res, 200, {{"prompt", harmony::sanitize_utf8(ctx.tok->decode(ids))}});
+  send_json(res, 200, {{"prompt", sanitize_utf8(ctx.tok->decode(ids))}});
 }
 
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
