@@ -28,6 +28,7 @@ struct ServeFlags {
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
+  int max_tools = 128;
   server::HttpLimits http;
   int shutdown_timeout = 20;
   double gpu_memory_utilization = 0.9;
@@ -57,9 +58,9 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, size_t bytes_per_bloc
 void log_limits(const ServeFlags& f) {
   const server::HttpLimits& h = f.http;
   log_info("limits: body {} bytes, headers {} bytes within {} s, body within {} s, connections {} ({} per client), "
-           "JSON depth {}, shutdown drain {} s",
+           "JSON depth {}, {} tools, shutdown drain {} s",
            h.max_body_bytes, h.max_header_bytes, h.header_timeout_s, h.body_timeout_s, h.max_connections,
-           h.max_connections_per_client, f.max_json_depth, f.shutdown_timeout);
+           h.max_connections_per_client, f.max_json_depth, f.max_tools, f.shutdown_timeout);
   log_info("API key: {}", f.api_key.empty() ? "none (every route is open)"
                                             : "required on every route but GET /health, GET /metrics and GET /");
 }
@@ -87,6 +88,8 @@ void add_limit_options(CLI::App* cmd, ServeFlags& f) {
   cmd->add_option("--max-json-depth", f.max_json_depth,
                   "Deepest nesting of arrays/objects accepted in a request body (checked before parsing; deeper: 400)")
       ->default_val(server::kDefaultMaxJsonDepth)->check(CLI::Range(2, 100000));
+  cmd->add_option("--max-tools", f.max_tools, "Functions in one request's 'tools' at most (more: 400)")
+      ->default_val(f.max_tools)->check(CLI::Range(1, 1 << 20));
 }
 
 Status serve(ServeFlags f) {
@@ -102,7 +105,7 @@ Status serve(ServeFlags f) {
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
   server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
-                      .max_json_depth = f.max_json_depth, .http = f.http, .shutdown_timeout_s = f.shutdown_timeout});
+                      .max_json_depth = f.max_json_depth, .max_tools = f.max_tools, .http = f.http, .shutdown_timeout_s = f.shutdown_timeout});
   log_limits(f);
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device));

@@ -65,6 +65,8 @@ std::optional<ApiError> apply_response_format(const Json& body, openai::ChatProm
 }  // namespace
 
 std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ServerContext& ctx, const Json& body) {
+  if (auto it = body.find("tools"); it != body.end() && it->is_array() && it->size() > size_t(ctx.args.max_tools))
+    return bad_request(fmt::format("'tools' lists {} functions; at most {} are accepted", it->size(), ctx.args.max_tools), "tools");
   auto prompt = openai::chat_to_harmony(body, {.conversation_start_date = today()});
   if (!prompt.ok()) return bad_request(prompt.status(), "messages");
   if (auto e = apply_response_format(body, *prompt)) return *e;

@@ -196,9 +196,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     run->prompt_tokens += ids.size();
   }
   if (run->sr.stream) return stream_response(ctx, run, res);
-  while (!all_finished(run->choices))
-    poll_choices(run->choices, std::chrono::milliseconds(200),
-                 [&](size_t i, std::span<const int32_t> ids) { feed(ctx, *run, i, ids); }, [](size_t) {});
+  wait_for_choices(run->choices, [&](size_t i, std::span<const int32_t> ids) { feed(ctx, *run, i, ids); }, [](size_t) {});
   record_metrics(ctx, run->choices);
   Json choices = Json::array();
   for (size_t i = 0; i < run->choices.size(); ++i) {

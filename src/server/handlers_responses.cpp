@@ -380,9 +380,7 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e);
   run->choices = std::move(std::get<std::vector<Choice>>(submitted));
   if (run->sr.stream) return stream_response(ctx, run, res);
-  while (!all_finished(run->choices))
-    poll_choices(run->choices, std::chrono::milliseconds(200),
-                 [&](size_t, std::span<const int32_t> ids) { feed(*run, ids); }, [](size_t) {});
+  wait_for_choices(run->choices, [&](size_t, std::span<const int32_t> ids) { feed(*run, ids); }, [](size_t) {});
   finish(*run);
   record_metrics(ctx, run->choices);
   const Choice& c = run->choices[0];

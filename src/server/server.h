@@ -32,6 +32,7 @@ struct ServerArgs {
   std::string api_key;            // empty: no auth
   std::string served_model_name;  // the name clients send as "model"
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting of a request body (--max-json-depth)
+  int max_tools = 128;                        // functions offered in one request (--max-tools), as OpenAI
   HttpLimits http;             // connections, header and body sizes, deadlines (http_limits.h)
   int shutdown_timeout_s = 20;  // on stop, in-flight requests get this long before they are cancelled
 };

@@ -135,6 +135,11 @@ test('tool names follow ^[A-Za-z0-9_-]{1,64}$; tool errors name tools / tool_cho
     assert.equal(r.status, 400, JSON.stringify(extra));
     assert.equal(r.json.error.param, param, JSON.stringify(extra));
   }
+  const many = (n) => Array.from({ length: n }, (_, i) => fn(`f${i}`));
+  assert.equal((await chat({ tools: many(128) })).status, 200, '--max-tools 128');
+  const tooMany = await chat({ tools: many(129) });
+  assert.equal(tooMany.status, 400);
+  assert.equal(tooMany.json.error.param, 'tools');
   const resp = await post(base, '/v1/responses', { input: 'hi', tools: [{ type: 'function', name: 'a b' }] });
   assert.equal(resp.status, 400);
   assert.equal(resp.json.error.param, 'tools');

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { skipUnlessReady, startServer, stopServer, rawHttp, statuses } from './serve_util.mjs';
+import { skipUnlessReady, startServer, stopServer, rawHttp, statuses, metric } from './serve_util.mjs';
 
 const binary = process.argv[2];
 skipUnlessReady(binary);
@@ -149,6 +149,21 @@ test('JSON routes need Content-Type application/json (415), form bodies too', as
     assert.equal(r.status, 415, `Content-Type ${type}`);
     assert.match((await r.json()).error.message, /application\/json/);
   }
+});
+
+test('a non-streaming request is cancelled when its client disconnects', async ({ base }) => {
+  const controller = new AbortController();
+  const pending = fetch(base + '/v1/completions', { method: 'POST', signal: controller.signal, body: JSON.stringify(
+    { prompt: 'hi', max_tokens: 1000, ignore_eos: true }), headers: { 'Content-Type': 'application/json',
+    Authorization: `Bearer ${KEY}` } }).catch((e) => e.name);
+  const running = async () => metric(await (await fetch(base + '/metrics')).text(), 'vllm:num_requests_running');
+  for (let i = 0; i < 50 && await running() !== 1; ++i) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(await running(), 1, 'the request runs');
+  controller.abort();
+  assert.equal(await pending, 'AbortError');
+  const t0 = Date.now();
+  while (await running() !== 0 && Date.now() - t0 < 3000) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(await running(), 0, 'cancelled within 3 s of the disconnect (1000 tokens take ~30 s)');
 });
 
 // Last: stops the server (started with --shutdown-timeout 2).
