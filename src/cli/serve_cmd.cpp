@@ -28,6 +28,9 @@ struct ServeFlags {
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
+  int max_tools = 128;
+  server::HttpLimits http;
+  int shutdown_timeout = 20;
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = false;
   bool enforce_eager = false;
@@ -54,6 +57,44 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
   return int(std::min<double>(std::max(0.0, budget) / double(kv.bytes_per_block), double(1u << 30)));
 }
 
+// The request limits in force, once at start-up (docs/SERVING.md explains each).
+void log_limits(const ServeFlags& f) {
+  const server::HttpLimits& h = f.http;
+  log_info("limits: body {} bytes, headers {} bytes within {} s, body within {} s, connections {} ({} per client), "
+           "JSON depth {}, {} tools, shutdown drain {} s",
+           h.max_body_bytes, h.max_header_bytes, h.header_timeout_s, h.body_timeout_s, h.max_connections,
+           h.max_connections_per_client, f.max_json_depth, f.max_tools, f.shutdown_timeout);
+  log_info("API key: {}", f.api_key.empty() ? "none (every route is open)"
+                                            : "required on every route but GET /health, GET /metrics and GET /");
+}
+
+// The limits on what a client may send (http_limits.h, request_params.h).
+void add_limit_options(CLI::App* cmd, ServeFlags& f) {
+  server::HttpLimits& h = f.http;
+  cmd->add_option("--max-body-bytes", h.max_body_bytes, "Largest request body, after de-chunking (larger: 413)")
+      ->default_val(h.max_body_bytes)->check(CLI::Range(size_t(1024), size_t(1) << 32));
+  cmd->add_option("--max-header-bytes", h.max_header_bytes, "Largest request line + headers (larger: 431)")
+      ->default_val(h.max_header_bytes)->check(CLI::Range(size_t(1024), size_t(1) << 24));
+  cmd->add_option("--header-timeout", h.header_timeout_s,
+                  "Seconds a client has to send the whole request line and headers (slower: 408, closed)")
+      ->default_val(h.header_timeout_s)->check(CLI::Range(1, 3600));
+  cmd->add_option("--body-timeout", h.body_timeout_s, "Seconds a client has to send the whole request body (slower: 408)")
+      ->default_val(h.body_timeout_s)->check(CLI::Range(1, 3600));
+  cmd->add_option("--max-connections", h.max_connections, "Open connections at most, all clients together (more: 503)")
+      ->default_val(h.max_connections)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-connections-per-client", h.max_connections_per_client,
+                  "Open connections at most from one IP address (IPv6: one /64) (more: 429); raise it behind a proxy")
+      ->default_val(h.max_connections_per_client)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--shutdown-timeout", f.shutdown_timeout,
+                  "On SIGTERM/SIGINT, seconds in-flight requests get to finish before they are cancelled")
+      ->default_val(f.shutdown_timeout)->check(CLI::Range(0, 3600));
+  cmd->add_option("--max-json-depth", f.max_json_depth,
+                  "Deepest nesting of arrays/objects accepted in a request body (checked before parsing; deeper: 400)")
+      ->default_val(server::kDefaultMaxJsonDepth)->check(CLI::Range(2, 100000));
+  cmd->add_option("--max-tools", f.max_tools, "Functions in one request's 'tools' at most (more: 400)")
+      ->default_val(f.max_tools)->check(CLI::Range(1, 1 << 20));
+}
+
 Status serve(ServeFlags f) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -67,7 +108,8 @@ Status serve(ServeFlags f) {
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
   server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
-                      .http_threads = f.max_num_seqs + 16, .max_json_depth = f.max_json_depth});
+                      .max_json_depth = f.max_json_depth, .max_tools = f.max_tools, .http = f.http, .shutdown_timeout_s = f.shutdown_timeout});
+  log_limits(f);
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device));
   std::shared_ptr<const Tokenizer> tok;
@@ -171,7 +213,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to use; default: the model folder's (synthetic models have none)");
   cmd->add_option("--host", f->host, "Address to listen on")->default_val("0.0.0.0");
   cmd->add_option("--port", f->port, "Port to listen on; 0 picks a free one")->default_val(8000)->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on /v1/* routes; default: no auth");
+  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on every route but GET /health, /metrics and / (the web page); default: no auth");
   cmd->add_option("--served-model-name", f->served_model_name, "Model name in the API; default: the MODEL argument");
   cmd->add_option("-c,--max-model-len", f->max_model_len, "Context length (prompt + output) per request; 0: the model's, capped by the KV cache")
       ->default_val(0)->check(CLI::NonNegativeNumber);
@@ -190,9 +232,7 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--no-async-scheduling", f->no_async_scheduling,
                 "Plan each step only after the previous one is read (default: the host prepares step N+1 while the "
                 "GPU runs step N)");
-  cmd->add_option("--max-json-depth", f->max_json_depth,
-                  "Deepest nesting of arrays/objects accepted in a request body (checked before parsing; deeper: 400)")
-      ->default_val(server::kDefaultMaxJsonDepth)->check(CLI::Range(2, 100000));
+  add_limit_options(cmd, *f);
   cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <initializer_list>
+
 namespace mx::server {
 
 nlohmann::ordered_json ApiError::body() const {
@@ -14,6 +16,45 @@ nlohmann::ordered_json ApiError::body() const {
 
 ApiError bad_request(std::string message, std::optional<std::string> param) {
   return {.status = 400, .message = std::move(message), .param = std::move(param)};
+}
+
+namespace {
+
+// "src/x/y.cpp:12": a path without spaces, a colon, a line number.
+bool is_location(std::string_view s) {
+  const size_t colon = s.rfind(':');
+  return colon != std::string_view::npos && colon + 1 < s.size() && s.find(' ') == std::string_view::npos &&
+         s.substr(colon + 1).find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+}  // namespace
+
+std::string without_locations(std::string_view m) {
+  constexpr size_t kMaxLocation = 160;  // bounds the search for ')' so that crafted text stays linear
+  std::string out;
+  out.reserve(m.size());
+  for (size_t i = 0; i < m.size();) {
+    if (m.substr(i).starts_with(" (src/") || m.substr(i).starts_with(" (tests/")) {
+      const size_t close = m.substr(i, kMaxLocation).find(')');
+      if (close != std::string_view::npos && is_location(m.substr(i + 2, close - 2))) {
+        i += close + 1;
+        continue;
+      }
+    }
+    out += m[i++];
+  }
+  return out;
+}
+
+ApiError bad_request(const Status& status, std::string_view fallback, std::initializer_list<std::string_view> fields) {
+  std::string message = without_locations(status.message());
+  std::string_view lead = message;
+  lead = lead.substr(0, lead.find_first_of("[. '"));
+  std::optional<std::string> param;
+  if (!fallback.empty()) param = std::string(fallback);
+  for (std::string_view f : fields)
+    if (lead == f) param = std::string(f);
+  return bad_request(std::move(message), std::move(param));
 }
 
 ApiError context_length_exceeded(int max_model_len, int64_t prompt_tokens, int64_t max_tokens) {

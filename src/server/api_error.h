@@ -4,8 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "core/status.h"
 
 namespace mx::server {
 
@@ -20,6 +24,14 @@ struct ApiError {
 };
 
 ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt);
+// A 400 from an error of the layers below: the message without the source locations that
+// MX_ERROR adds ("(src/x.cpp:12)"), which are for the log, not for clients; the param is the
+// request field the message starts with when it is one of `fields` ("tools[0].function.name
+// ..." -> "tools"), else `fallback`.
+ApiError bad_request(const Status& status, std::string_view fallback,
+                     std::initializer_list<std::string_view> fields = {"messages", "tools", "tool_choice", "response_format"});
+// `message` without " (src/...:N)" / " (tests/...:N)" locations.
+std::string without_locations(std::string_view message);
 ApiError context_length_exceeded(int max_model_len, int64_t prompt_tokens, int64_t max_tokens);
 ApiError model_not_found(const std::string& model);
 ApiError unauthorized();

@@ -44,6 +44,8 @@ std::optional<ApiError> apply_response_format(const Json& body, openai::ChatProm
     if (name_it != js->end() && !name_it->is_null() && !name_it->is_string())
       return bad_request("'response_format.json_schema.name' must be a string", "response_format");
     const std::string name = name_it != js->end() && name_it->is_string() ? name_it->get<std::string>() : "response";
+    if (!openai::valid_function_name(name))
+      return bad_request("'response_format.json_schema.name' must be 1 to 64 letters, digits, '_' or '-'", "response_format");
     section = "# Response Formats\n\n## " + name + "\n\n" + (*js)["schema"].dump();
   } else {
     return bad_request("'response_format.type' must be one of text, json_object, json_schema", "response_format");
@@ -62,16 +64,24 @@ std::optional<ApiError> apply_response_format(const Json& body, openai::ChatProm
 
 }  // namespace
 
+std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ServerContext& ctx, const Json& body) {
+  if (auto it = body.find("tools"); it != body.end() && it->is_array() && it->size() > size_t(ctx.args.max_tools))
+    return bad_request(fmt::format("'tools' lists {} functions; at most {} are accepted", it->size(), ctx.args.max_tools), "tools");
+  auto prompt = openai::chat_to_harmony(body, {.conversation_start_date = today()});
+  if (!prompt.ok()) return bad_request(prompt.status(), "messages");
+  if (auto e = apply_response_format(body, *prompt)) return *e;
+  auto rendered = harmony::render_for_completion(prompt->messages, harmony::Role::Assistant);
+  if (!rendered.ok()) return bad_request(rendered.status(), "messages");
+  auto ids = rendered->tokens(*ctx.tok);
+  if (!ids.ok()) return bad_request(ids.status(), "messages");
+  return std::move(ids).value();
+}
+
 std::optional<ApiError> prepare_chat_prompt(const ServerContext& ctx, const Json& body, SamplingRequest& sr,
                                             std::vector<int32_t>& prompt_ids) {
-  auto prompt = openai::chat_to_harmony(body, {.conversation_start_date = today()});
-  if (!prompt.ok()) return bad_request(prompt.status().message(), "messages");
-  if (auto e = apply_response_format(body, *prompt)) return e;
-  auto rendered = harmony::render_for_completion(prompt->messages, harmony::Role::Assistant);
-  if (!rendered.ok()) return bad_request(rendered.status().message(), "messages");
-  auto ids = rendered->tokens(*ctx.tok);
-  if (!ids.ok()) return bad_request(ids.status().message(), "messages");
-  prompt_ids = std::move(ids).value();
+  auto ids = chat_prompt_ids(ctx, body);
+  if (auto* e = std::get_if<ApiError>(&ids)) return *e;
+  prompt_ids = std::move(std::get<std::vector<int32_t>>(ids));
   if (auto e = resolve_max_tokens(ctx, prompt_ids.size(), sr)) return e;
   sr.params.eos_ids = end_token_ids(ctx);
   return std::nullopt;

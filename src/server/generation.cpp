@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "server/http_front.h"
 #include "tokenizer/harmony.h"
 
 namespace mx::server {
@@ -37,8 +38,9 @@ std::variant<std::vector<Choice>, ApiError> submit_choices(ServerContext& ctx, c
     auto s = ctx.engine->submit(std::move(p));
     if (!s.ok()) {
       for (Choice& c : choices) c.stream->cancel();
-      return bad_request(s.status().message());
+      return bad_request(s.status(), "");
     }
+    ctx.inflight.add(*s);
     choices.push_back({.stream = *s});
   }
   return choices;
@@ -67,6 +69,17 @@ void poll_choices(std::vector<Choice>& choices, std::chrono::milliseconds timeou
 
 bool all_finished(const std::vector<Choice>& choices) {
   return std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.reason != FinishReason::None; });
+}
+
+void wait_for_choices(std::vector<Choice>& choices, const OnTokens& on_tokens, const OnEnd& on_end) {
+  while (!all_finished(choices)) {
+    if (client_gone()) {
+      for (Choice& c : choices)
+        if (c.reason == FinishReason::None) end_early(c, FinishReason::Cancelled);
+      return;
+    }
+    poll_choices(choices, std::chrono::milliseconds(200), on_tokens, on_end);
+  }
 }
 
 void end_early(Choice& c, FinishReason reason) {

@@ -36,6 +36,9 @@ using OnEnd = std::function<void(size_t)>;
 void poll_choices(std::vector<Choice>& choices, std::chrono::milliseconds timeout, const OnTokens& on_tokens,
                   const OnEnd& on_end);
 bool all_finished(const std::vector<Choice>& choices);
+// poll_choices until every choice has ended. A non-streaming response writes nothing before the
+// end, so this is where a client that closed its connection is noticed: the rest is cancelled.
+void wait_for_choices(std::vector<Choice>& choices, const OnTokens& on_tokens, const OnEnd& on_end);
 // Ends a choice early (stop string, client gone): cancels it in the engine and marks it.
 void end_early(Choice& c, FinishReason reason);
 // Records each finished choice once in the metrics.

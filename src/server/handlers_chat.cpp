@@ -137,22 +137,20 @@ void stream_response(ServerContext& ctx, std::shared_ptr<ChatRun> run, httplib::
 }
 
 void whole_response(ServerContext& ctx, ChatRun& run, httplib::Response& res) {
-  while (!all_finished(run.choices)) {
-    poll_choices(
-        run.choices, std::chrono::milliseconds(200),
-        [&](size_t i, std::span<const int32_t> ids) {
-          std::vector<ChatDelta> ignored;
-          for (int32_t id : ids)
-            if (run.decoders[i].push(id, ignored) == StopHit::Yes) {
-              end_early(run.choices[i], FinishReason::Stop);
-              break;
-            }
-        },
-        [&](size_t i) {
-          std::vector<ChatDelta> ignored;
-          run.decoders[i].finish(ignored);
-        });
-  }
+  wait_for_choices(
+      run.choices,
+      [&](size_t i, std::span<const int32_t> ids) {
+        std::vector<ChatDelta> ignored;
+        for (int32_t id : ids)
+          if (run.decoders[i].push(id, ignored) == StopHit::Yes) {
+            end_early(run.choices[i], FinishReason::Stop);
+            break;
+          }
+      },
+      [&](size_t i) {
+        std::vector<ChatDelta> ignored;
+        run.decoders[i].finish(ignored);
+      });
   record_metrics(ctx, run.choices);
   Json choices = Json::array();
   for (size_t i = 0; i < run.choices.size(); ++i) {
@@ -191,6 +189,7 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   run->model = ctx.args.served_model_name;
   run->tok = ctx.tok.get();
   if (auto e = parse_sampling(body, Endpoint::Chat, run->sr)) return send_error(res, *e);
+  if (auto e = check_unsupported(body, Endpoint::Chat)) return send_error(res, *e);
   if (auto e = prepare_chat_prompt(ctx, body, run->sr, run->prompt_ids)) return send_error(res, *e);
   run->prompt_tokens = run->prompt_ids.size();
   for (int i = 0; i < run->sr.n; ++i) {

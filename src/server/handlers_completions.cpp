@@ -1,5 +1,7 @@
 // POST /v1/completions: string or token-id prompts (one or a list), plain text out (special
 // tokens skipped), stop strings, whole or streamed as text_completion SSE events.
+#include <fmt/format.h>
+
 #include "server/generation.h"
 #include "server/handlers.h"
 #include "server/logprobs_json.h"
@@ -12,7 +14,8 @@ namespace {
 // Text of one choice: streamed UTF-8 without special tokens, cut at the first stop string.
 struct TextState {
   std::unique_ptr<StreamDecoder> decoder;
-  std::string text;
+  std::string echo;  // the prompt's text with "echo": true, sent before the generated text
+  std::string text;  // generated text only (stop strings are searched here)
   bool stopped = false;
 };
 
@@ -24,6 +27,7 @@ struct CompletionRun {
   size_t prompt_tokens = 0;
   std::vector<Choice> choices;
   std::vector<TextState> texts;
+  bool echo_sent = false;
   bool done = false;
   Clock::time_point last_write = Clock::now();
 };
@@ -65,27 +69,35 @@ Json chunk(const CompletionRun& run, size_t i, const std::string& text, const ch
 
 const char* finish_name(const Choice& c) { return c.reason == FinishReason::Length ? "length" : "stop"; }
 
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string text;  // for "echo": the string sent, or the ids decoded
+};
+
 // The prompt field: a string, a list of ids, or a list of either (several prompts).
-std::variant<std::vector<std::vector<int32_t>>, ApiError> prompts_of(ServerContext& ctx, const Json& body) {
+std::variant<std::vector<Prompt>, ApiError> prompts_of(ServerContext& ctx, const Json& body, bool echo) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
   std::vector<Json> items;
   if (it->is_array() && !it->empty() && !(*it)[0].is_number_integer()) items.assign(it->begin(), it->end());
   else items.push_back(*it);
-  std::vector<std::vector<int32_t>> out;
+  const int64_t vocab = ctx.engine->model().config.vocab_size;
+  std::vector<Prompt> out;
   for (const Json& p : items) {
     if (p.is_string()) {
       if (!ctx.tok) return bad_request("this model has no tokenizer.json; send token ids", "prompt");
       auto ids = ctx.tok->encode(p.get<std::string>());
-      if (!ids.ok()) return bad_request(ids.status().message(), "prompt");
-      out.push_back(*ids);
+      if (!ids.ok()) return bad_request(ids.status(), "prompt", {});
+      out.push_back({.ids = *ids, .text = echo ? p.get<std::string>() : ""});
     } else if (p.is_array()) {
-      std::vector<int32_t> ids;
+      Prompt prompt;
       for (const Json& x : p) {
-        if (!x.is_number_integer()) return bad_request("'prompt' must be a string, a list of token ids, or a list of those", "prompt");
-        ids.push_back(x.get<int32_t>());
+        const auto id = token_id(x, vocab);  // 4294980521 is refused, not run as 13225
+        if (!id) return bad_request(fmt::format("'prompt' token ids must be integers in [0, {})", vocab), "prompt");
+        prompt.ids.push_back(*id);
       }
-      out.push_back(std::move(ids));
+      if (echo && ctx.tok) prompt.text = ctx.tok->decode(prompt.ids);
+      out.push_back(std::move(prompt));
     } else {
       return bad_request("'prompt' must be a string, a list of token ids, or a list of those", "prompt");
     }
@@ -93,8 +105,24 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> prompts_of(ServerConte
   return out;
 }
 
+// "echo": true sends the prompt back before the completion (without prompt logprobs, which the
+// engine does not compute: echo with logprobs is a 400).
+std::variant<bool, ApiError> echo_of(const Json& body, const SamplingRequest& sr) {
+  auto it = body.find("echo");
+  if (it == body.end() || it->is_null()) return false;
+  if (!it->is_boolean()) return bad_request("'echo' must be a boolean", "echo");
+  if (it->get<bool>() && sr.params.logprobs >= 0)
+    return bad_request("'echo' with 'logprobs' is not supported: prompt logprobs are not computed", "echo");
+  return it->get<bool>();
+}
+
 void stream_response(ServerContext& ctx, std::shared_ptr<CompletionRun> run, httplib::Response& res) {
   serve_stream(ctx, res, run, [&ctx, run](std::string& out) {
+    if (!run->echo_sent) {
+      for (size_t i = 0; i < run->texts.size(); ++i)
+        if (!run->texts[i].echo.empty()) out += sse_data(chunk(*run, i, run->texts[i].echo, nullptr).dump());
+      run->echo_sent = true;
+    }
     poll_choices(
         run->choices, std::chrono::milliseconds(100),
         [&](size_t i, std::span<const int32_t> ids) {
@@ -142,11 +170,15 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   auto run = std::make_shared<CompletionRun>();
   run->model = ctx.args.served_model_name;
   if (auto e = parse_sampling(body, Endpoint::Completions, run->sr)) return send_error(res, *e);
-  auto prompts = prompts_of(ctx, body);
+  if (auto e = check_unsupported(body, Endpoint::Completions)) return send_error(res, *e);
+  const auto echo = echo_of(body, run->sr);
+  if (auto* e = std::get_if<ApiError>(&echo)) return send_error(res, *e);
+  auto prompts = prompts_of(ctx, body, std::get<bool>(echo));
   if (auto* e = std::get_if<ApiError>(&prompts)) return send_error(res, *e);
   run->sr.params.eos_ids = end_token_ids(ctx);
   const SamplingRequest base = run->sr;
-  for (const auto& ids : std::get<0>(prompts)) {
+  for (const Prompt& prompt : std::get<0>(prompts)) {
+    const std::vector<int32_t>& ids = prompt.ids;
     SamplingRequest sr = base;
     if (auto e = resolve_max_tokens(ctx, ids.size(), sr)) {
       for (Choice& c : run->choices) c.stream->cancel();
@@ -157,15 +189,14 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       for (Choice& c : run->choices) c.stream->cancel();
       return send_error(res, *e);
     }
-    for (Choice& c : std::get<std::vector<Choice>>(submitted)) run->choices.push_back(std::move(c));
+    for (Choice& c : std::get<std::vector<Choice>>(submitted)) {
+      run->choices.push_back(std::move(c));
+      run->texts.push_back({.decoder = ctx.tok ? std::make_unique<StreamDecoder>(ctx.tok) : nullptr, .echo = prompt.text});
+    }
     run->prompt_tokens += ids.size();
   }
-  for (size_t i = 0; i < run->choices.size(); ++i)
-    run->texts.push_back({.decoder = ctx.tok ? std::make_unique<StreamDecoder>(ctx.tok) : nullptr});
   if (run->sr.stream) return stream_response(ctx, run, res);
-  while (!all_finished(run->choices))
-    poll_choices(run->choices, std::chrono::milliseconds(200),
-                 [&](size_t i, std::span<const int32_t> ids) { feed(ctx, *run, i, ids); }, [](size_t) {});
+  wait_for_choices(run->choices, [&](size_t i, std::span<const int32_t> ids) { feed(ctx, *run, i, ids); }, [](size_t) {});
   record_metrics(ctx, run->choices);
   Json choices = Json::array();
   for (size_t i = 0; i < run->choices.size(); ++i) {
@@ -174,7 +205,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       return send_error(res, server_error(c.error.empty() ? "the request was cancelled" : c.error));
     TextState& t = run->texts[i];
     if (t.decoder && !t.stopped) t.text += t.decoder->flush();
-    Json choice = {{"index", i}, {"text", t.text}, {"logprobs", nullptr}, {"finish_reason", finish_name(c)}};
+    Json choice = {{"index", i}, {"text", t.echo + t.text}, {"logprobs", nullptr}, {"finish_reason", finish_name(c)}};
     if (run->sr.return_token_ids) choice["token_ids"] = c.tokens;
     if (run->sr.params.logprobs >= 0) choice["logprobs"] = completion_logprobs(ctx.tok.get(), c.tokens, c.logprobs, 0);
     choices.push_back(std::move(choice));

@@ -1,8 +1,8 @@
 // The small routes: GET /health, GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics.
+#include "server/chat_prompt.h"
 #include "server/handlers.h"
 #include "server/request_params.h"
 #include "tokenizer/harmony_parser.h"
-#include "tokenizer/openai_chat.h"
 
 namespace mx::server {
 
@@ -24,26 +24,27 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
   const Json& body = std::get<Json>(parsed);
   if (auto e = check_model(body, ctx.args.served_model_name)) return send_error(res, *e);
   if (!ctx.tok) return send_error(res, bad_request("this model has no tokenizer.json"));
+  bool strs = false;
+  if (auto it = body.find("return_token_strs"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return send_error(res, bad_request("'return_token_strs' must be a boolean", "return_token_strs"));
+    strs = it->get<bool>();
+  }
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
-    auto prompt = openai::chat_to_harmony(body);
-    if (!prompt.ok()) return send_error(res, bad_request(prompt.status().message(), "messages"));
-    auto rendered = harmony::render_for_completion(prompt->messages, harmony::Role::Assistant);
-    if (!rendered.ok()) return send_error(res, bad_request(rendered.status().message(), "messages"));
-    auto r = rendered->tokens(*ctx.tok);
-    if (!r.ok()) return send_error(res, bad_request(r.status().message(), "messages"));
-    ids = *r;
+    auto r = chat_prompt_ids(ctx, body);
+    if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
+    ids = std::move(std::get<std::vector<int32_t>>(r));
   } else {
     auto it = body.find("prompt");
     if (it == body.end() || !it->is_string()) return send_error(res, bad_request("'prompt' must be a string", "prompt"));
     auto r = ctx.tok->encode(it->get<std::string>());
-    if (!r.ok()) return send_error(res, bad_request(r.status().message(), "prompt"));
+    if (!r.ok()) return send_error(res, bad_request(r.status(), "prompt", {}));
     ids = *r;
   }
   Json out = {{"count", ids.size()}, {"max_model_len", ctx.engine->max_model_len()}, {"tokens", ids}};
-  if (body.value("return_token_strs", false)) {
+  if (strs) {
     Json strs = Json::array();
-    for (int32_t id : ids) strs.push_back(harmony::sanitize_utf8(ctx.tok->token_bytes(id)));
+    for (int32_t id : ids) strs.push_back(sanitize_utf8(ctx.tok->token_bytes(id)));
     out["token_strs"] = strs;
   }
   send_json(res, 200, out);
@@ -59,11 +60,11 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib:
   if (it == body.end() || !it->is_array()) return send_error(res, bad_request("'tokens' must be a list of token ids", "tokens"));
   std::vector<int32_t> ids;
   for (const Json& x : *it) {
-    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= ctx.tok->vocab_size())
-      return send_error(res, bad_request("'tokens' must be a list of token ids in the vocabulary", "tokens"));
-    ids.push_back(x.get<int32_t>());
+    const auto id = token_id(x, ctx.tok->vocab_size());
+    if (!id) return send_error(res, bad_request("'tokens' must be a list of token ids in the vocabulary", "tokens"));
+    ids.push_back(*id);
   }
-  send_json(res, 200, {{"prompt", harmony::sanitize_utf8(ctx.tok->decode(ids))}});
+  send_json(res, 200, {{"prompt", sanitize_utf8(ctx.tok->decode(ids))}});
 }
 
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {

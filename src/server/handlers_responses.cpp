@@ -1,6 +1,8 @@
 // POST /v1/responses: input items (message, reasoning, function_call, function_call_output) become
 // a chat body for the chat pipeline; the output deltas become output items (reasoning, message,
 // function_call), returned whole or streamed as response.* events.
+#include <set>
+
 #include "server/chat_decoder.h"
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -54,6 +56,7 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
   }
   if (!in->is_array()) return bad_request("'input' must be a string or a list of items", "input");
   std::optional<std::string> reasoning;
+  std::set<std::string> call_ids;  // of the function_call items so far
   for (size_t i = 0; i < in->size(); ++i) {
     const Json& item = (*in)[i];
     const std::string where = "input[" + std::to_string(i) + "]";
@@ -76,6 +79,7 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
     } else if (type == "function_call") {
       MX_STR_FIELD(call_id, item, "call_id", where);
       MX_STR_FIELD(name, item, "name", where);
+      call_ids.insert(call_id);
       if (name.empty()) return bad_request("'" + where + ".name' is required", "input");
       const Json args = item.value("arguments", Json("{}"));
       if (!args.is_string() && !args.is_object())
@@ -91,6 +95,8 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
       messages.push_back(std::move(m));
     } else if (type == "function_call_output") {
       MX_STR_FIELD(call_id, item, "call_id", where);
+      if (!call_ids.contains(call_id))
+        return bad_request("'" + where + ".call_id' matches no earlier function_call item", "input");
       const Json out = item.value("output", Json(""));
       messages.push_back({{"role", "tool"}, {"tool_call_id", call_id},
                           {"content", out.is_string() ? out.get<std::string>() : out.dump()}});
@@ -128,7 +134,8 @@ std::variant<Json, ApiError> to_chat_body(const Json& body) {
       const std::string where = "tools[" + std::to_string(i) + "]";
       if (!t.is_object()) return bad_request("'" + where + "' must be an object", "tools");
       MX_STR_FIELD(type, t, "type", where, "function");
-      if (type != "function") continue;  // built-in tools are not offered
+      if (type != "function")
+        return bad_request("'" + where + ".type' '" + type + "' is not supported: only function tools are offered", "tools");
       MX_STR_FIELD(name, t, "name", where);
       if (name.empty()) return bad_request("'" + where + ".name' is required", "tools");
       Json fn = {{"name", name}};
@@ -152,7 +159,9 @@ std::variant<Json, ApiError> to_chat_body(const Json& body) {
       MX_STR_FIELD(type, f, "type", "text.format", "text");
       if (type == "json_schema") {
         MX_STR_FIELD(name, f, "name", "text.format", "response");
-        chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", name}, {"schema", f.value("schema", Json::object())}}}};
+        if (!f.contains("schema") || !f["schema"].is_object())
+          return bad_request("'text.format.schema' must be a JSON Schema object", "text");
+        chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", name}, {"schema", f["schema"]}}}};
       } else if (type == "json_object") {
         chat["response_format"] = {{"type", "json_object"}};
       } else if (type != "text") {
@@ -358,7 +367,12 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   run->sr.n = 1;
   auto chat = to_chat_body(body);
   if (auto* e = std::get_if<ApiError>(&chat)) return send_error(res, *e);
-  if (auto e = prepare_chat_prompt(ctx, std::get<Json>(chat), run->sr, run->prompt_ids)) return send_error(res, *e);
+  if (auto e = prepare_chat_prompt(ctx, std::get<Json>(chat), run->sr, run->prompt_ids)) {
+    // Name the fields this client sent: input and text, not the chat fields they became.
+    if (e->param == "messages") e->param = "input";
+    if (e->param == "response_format") e->param = "text";
+    return send_error(res, *e);
+  }
   auto decoder = ChatDecoder::create(ctx.tok, {});
   if (!decoder.ok()) return send_error(res, server_error(decoder.status().message()));
   run->decoder = std::make_unique<ChatDecoder>(std::move(decoder).value());
@@ -366,9 +380,7 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e);
   run->choices = std::move(std::get<std::vector<Choice>>(submitted));
   if (run->sr.stream) return stream_response(ctx, run, res);
-  while (!all_finished(run->choices))
-    poll_choices(run->choices, std::chrono::milliseconds(200),
-                 [&](size_t, std::span<const int32_t> ids) { feed(*run, ids); }, [](size_t) {});
+  wait_for_choices(run->choices, [&](size_t, std::span<const int32_t> ids) { feed(*run, ids); }, [](size_t) {});
   finish(*run);
   record_metrics(ctx, run->choices);
   const Choice& c = run->choices[0];

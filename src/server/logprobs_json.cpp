@@ -7,7 +7,7 @@ namespace mx::server {
 namespace {
 
 std::string token_text(const Tokenizer* tok, int32_t id) {
-  return tok ? harmony::sanitize_utf8(tok->token_bytes(id)) : "token_id:" + std::to_string(id);
+  return tok ? sanitize_utf8(tok->token_bytes(id)) : "token_id:" + std::to_string(id);
 }
 
 Json token_entry(const Tokenizer* tok, int32_t id, float logprob) {

@@ -42,8 +42,10 @@ class Fields {
     if (!v->is_boolean()) return fail(key, "must be a boolean");
     out = v->get<bool>();
   }
+  // param: the top-level field ("stream_options" for "stream_options.include_usage").
   void fail(const char* key, const std::string& what) {
-    if (!error) error = bad_request(fmt::format("'{}' {}", key, what), key);
+    const std::string_view k(key);
+    if (!error) error = bad_request(fmt::format("'{}' {}", key, what), std::string(k.substr(0, k.find('.'))));
   }
 
  private:
@@ -81,6 +83,42 @@ std::variant<Json, ApiError> parse_body(const std::string& text, int max_depth) 
   if (body.is_discarded()) return bad_request("The request body is not valid JSON.");
   if (!body.is_object()) return bad_request("The request body must be a JSON object.");
   return body;
+}
+
+std::optional<int32_t> token_id(const Json& x, int64_t vocab) {
+  if (x.is_number_unsigned()) {
+    if (x.get<uint64_t>() >= uint64_t(vocab)) return std::nullopt;
+  } else if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= vocab) {
+    return std::nullopt;
+  }
+  return int32_t(x.get<int64_t>());
+}
+
+std::optional<ApiError> check_unsupported(const Json& body, Endpoint endpoint) {
+  auto present = [&](const char* key) {
+    auto it = body.find(key);
+    return it != body.end() && !it->is_null() ? &*it : nullptr;
+  };
+  auto refuse = [](const char* key, const char* why) { return bad_request(fmt::format("'{}' is not supported: {}", key, why), key); };
+  if (endpoint == Endpoint::Chat) {
+    if (present("functions")) return refuse("functions", "describe functions in 'tools'");
+    if (present("function_call")) return refuse("function_call", "use 'tool_choice'");
+    if (present("text")) return refuse("text", "it is a /v1/responses parameter; use 'response_format'");
+    if (present("audio")) return refuse("audio", "this model reads and writes text only");
+    if (present("prediction")) return refuse("prediction", "predicted outputs are not implemented");
+    if (const Json* m = present("modalities"); m && *m != Json::array({"text"}))
+      return refuse("modalities", "this model writes text only (\"modalities\": [\"text\"])");
+  } else if (endpoint == Endpoint::Completions) {
+    if (const Json* s = present("suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+      return refuse("suffix", "gpt-oss has no fill-in-the-middle mode");
+    if (const Json* b = present("best_of")) {
+      const Json* n = present("n");
+      const int64_t want = n && n->is_number_integer() ? n->get<int64_t>() : 1;
+      if (!b->is_number_integer() || b->get<int64_t>() != want)
+        return refuse("best_of", "choices are not ranked; leave it out or equal to 'n'");
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<ApiError> check_model(const Json& body, const std::string& served_name) {
@@ -153,10 +191,11 @@ std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, Samp
     }
   }
   if (const Json* s = f.get("stop_token_ids")) {
-    if (!s->is_array()) f.fail("stop_token_ids", "must be an array of integers");
+    if (!s->is_array()) f.fail("stop_token_ids", "must be an array of token ids");
     else for (const Json& x : *s) {
-      if (!x.is_number_integer()) f.fail("stop_token_ids", "must be an array of integers");
-      else out.params.stop_ids.push_back(x.get<int32_t>());
+      const auto id = token_id(x, INT32_MAX);
+      if (!id) f.fail("stop_token_ids", "must be an array of token ids (integers in [0, 2^31))");
+      else out.params.stop_ids.push_back(*id);
     }
   }
   if (endpoint == Endpoint::Chat) {  // logprobs: bool, top_logprobs: 0..20

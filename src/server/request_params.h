@@ -41,6 +41,12 @@ int json_text_depth(std::string_view text, int limit);
 // max_depth is a 400.
 std::variant<Json, ApiError> parse_body(const std::string& text, int max_depth = kDefaultMaxJsonDepth);
 std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, SamplingRequest& out);
+// Parameters this server does not implement, which a client may count on: a 400 naming them
+// instead of ignoring them (chat: functions/function_call, text, audio, prediction, modalities
+// other than text; completions: suffix, best_of other than n).
+std::optional<ApiError> check_unsupported(const Json& body, Endpoint endpoint);
+// x as a token id in [0, vocab): nullopt for anything else (never wrapped to 32 bits).
+std::optional<int32_t> token_id(const Json& x, int64_t vocab);
 // 404 unless `model` is absent or the served name.
 std::optional<ApiError> check_model(const Json& body, const std::string& served_name);
 

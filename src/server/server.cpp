@@ -1,11 +1,13 @@
-// Server: socket binding, the route table with bearer auth and the loading gate, the access log,
-// and the response helpers.
+// Server: the HTTP front (http_front.h), the route table with the API key and Content-Type checks
+// and the loading gate, the access log, the draining stop, and the response helpers.
 #include "server/server.h"
 
 #include <random>
 
 #include "core/log.h"
 #include "server/handlers.h"
+#include "server/http_front.h"
+#include "server/request_checks.h"
 
 namespace mx::server {
 
@@ -29,9 +31,10 @@ std::string random_id(const std::string& prefix) {
   return id;
 }
 
-Server::Server(ServerArgs args) : http_(std::make_unique<httplib::Server>()) {
+Server::Server(ServerArgs args) {
   ctx_.args = std::move(args);
   ctx_.created = unix_now();
+  http_ = std::make_unique<HttpFront>(ctx_.args.http);
 }
 
 Server::~Server() { stop(); }
@@ -42,6 +45,7 @@ void Server::add_routes() {
   auto gated = [&ctx](void (*h)(ServerContext&, const httplib::Request&, httplib::Response&)) {
     return [&ctx, h](const httplib::Request& req, httplib::Response& res) {
       if (!ctx.ready) return send_error(res, {.status = 503, .message = "The model is still loading.", .type = "service_unavailable"});
+      if (ctx.draining) return send_error(res, {.status = 503, .message = "The server is shutting down.", .type = "service_unavailable"});
       h(ctx, req, res);
     };
   };
@@ -54,10 +58,12 @@ void Server::add_routes() {
   http_->Post("/tokenize", gated(handle_tokenize));
   http_->Post("/detokenize", gated(handle_detokenize));
   http_->Get("/metrics", gated(handle_metrics));
+  // Before the body is read: a refused request costs no parsing.
   http_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (ctx.args.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + ctx.args.api_key) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, unauthorized());
+    auto e = check_api_key(req, ctx.args.api_key);
+    if (!e) e = check_content_type(req);
+    if (!e) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, *e);
     return httplib::Server::HandlerResponse::Handled;
   });
   http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
@@ -76,7 +82,7 @@ void Server::add_routes() {
     } catch (...) {
     }
     log_error("request failed: {}", what);
-    send_error(res, server_error(what));
+    send_error(res, server_error("internal error"));  // the detail is in the log, not for the client
   });
   http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
     log_info("{}:{} - \"{} {} {}\" {}", req.remote_addr, req.remote_port, req.method, req.path, req.version, res.status);
@@ -84,20 +90,9 @@ void Server::add_routes() {
 }
 
 Status Server::start() {
-  const int threads = std::max(8, ctx_.args.http_threads);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-  http_->set_keep_alive_timeout(5);
-  http_->set_payload_max_length(64u << 20);
   add_routes();
-  if (ctx_.args.port == 0) {
-    bound_port_ = http_->bind_to_any_port(ctx_.args.host);
-    MX_CHECK(bound_port_ > 0, "could not bind to {} on any port", ctx_.args.host);
-  } else {
-    MX_CHECK(http_->bind_to_port(ctx_.args.host, ctx_.args.port), "could not bind to {}:{} (in use?)", ctx_.args.host,
-             ctx_.args.port);
-    bound_port_ = ctx_.args.port;
-  }
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  MX_ASSIGN(bound_port_, http_->bind(ctx_.args.host, ctx_.args.port));
+  thread_ = std::thread([this] { http_->run(); });
   return ok_status();
 }
 
@@ -108,10 +103,20 @@ void Server::set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tok
 }
 
 void Server::stop() {
-  if (http_) http_->stop();
+  if (!http_) return;
+  http_->stop_accepting();
   if (thread_.joinable()) thread_.join();
+  ctx_.draining = true;
+  if (!http_->drain(std::chrono::seconds(ctx_.args.shutdown_timeout_s))) {
+    log_warn("{} connection(s) still open after {} s: cancelling their requests", http_->open_connections(),
+             ctx_.args.shutdown_timeout_s);
+    ctx_.inflight.cancel_all();
+    http_->abort_connections();
+  }
+  http_->wait_connections();
+  http_.reset();
   ctx_.ready = false;
-  ctx_.engine.reset();  // ends open requests (cancelled) after the HTTP threads are gone
+  ctx_.engine.reset();
 }
 
 }  // namespace mx::server

@@ -11,33 +11,40 @@
 #include "core/status.h"
 #include "runtime/scheduler.h"
 #include "server/api_error.h"
+#include "server/http_limits.h"
+#include "server/inflight.h"
 #include "server/metrics.h"
 #include "server/request_params.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace mx::server {
 
+class HttpFront;
+
 struct ServerArgs {
   std::string host = "0.0.0.0";
   int port = 8000;
   std::string api_key;            // empty: no auth
   std::string served_model_name;  // the name clients send as "model"
-  int http_threads = 64;          // one per open connection (streams hold theirs)
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting of a request body (--max-json-depth)
+  int max_tools = 128;                        // functions offered in one request (--max-tools), as OpenAI
+  HttpLimits http;             // connections, header and body sizes, deadlines (http_limits.h)
+  int shutdown_timeout_s = 20;  // on stop, in-flight requests get this long before they are cancelled
 };
 
 struct ServerContext {
   ServerArgs args;
   std::atomic<bool> ready{false};
+  std::atomic<bool> draining{false};  // stopping: new requests get 503
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const Tokenizer> tok;
   Metrics metrics;
+  InflightRequests inflight;
   int64_t created = 0;  // unix seconds at start
 };
 
@@ -55,13 +62,15 @@ class Server {
   Status start();
   // The model is loaded: routes start serving (tok may be null: token-id prompts only).
   void set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tok);
+  // Stops accepting, lets in-flight requests finish for up to shutdown_timeout_s, cancels the
+  // rest, and stops the engine.
   void stop();
   int port() const { return bound_port_; }
 
  private:
   void add_routes();
 
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpFront> http_;
   ServerContext ctx_;
   std::thread thread_;
   int bound_port_ = 0;

@@ -1,5 +1,5 @@
 // Harmony message-header parsing (the words between <|start|> and <|message|>), the lenient
-// fallback that keeps what it can, and the UTF-8 helpers the streaming parser uses.
+// fallback that keeps what it can.
 #include <fmt/format.h>
 
 #include "tokenizer/harmony_parser.h"
@@ -128,54 +128,6 @@ Message parse_header_lenient(std::string_view header_text, std::optional<Role> r
   m.author.role = role.value_or(Role::Assistant);
   if (m.author.role == Role::Tool) m.author.name = "tool";
   return m;
-}
-
-size_t utf8_complete_prefix(std::string_view s) {
-  // Look back at most 3 bytes for the lead byte of a character that is not finished yet.
-  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
-    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking
-    const size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 1;
-    return need > back ? s.size() - back : s.size();
-  }
-  return s.size();
-}
-
-std::string sanitize_utf8(std::string_view s) {
-  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      len = 1, cp = c;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2, cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3, cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4, cp = c & 0x07;
-    }
-    bool valid = len > 0 && i + len <= s.size();
-    for (size_t k = 1; valid && k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      valid = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (valid && len == 3) valid = cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF);
-    if (valid && len == 4) valid = cp >= 0x10000 && cp <= 0x10FFFF;
-    if (!valid) {
-      out += kReplacement;
-      ++i;
-      continue;
-    }
-    out.append(s.substr(i, len));
-    i += len;
-  }
-  return out;
 }
 
 }  // namespace mx::harmony

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tokenizer/harmony.h"
+#include "tokenizer/utf8.h"  // sanitize_utf8, utf8_complete_prefix: the parser's deltas are whole UTF-8
 
 namespace mx {
 class Tokenizer;
@@ -94,10 +95,5 @@ enum class EndOfStream { Pending, Reached };
 // Feeds all ids; with EndOfStream::Reached also calls finish(). Strict errors abort.
 Result<std::vector<Message>> parse_tokens(std::shared_ptr<const Tokenizer> tok, std::span<const int32_t> ids,
                                           const ParserOptions& options, EndOfStream eos);
-
-// Bytes -> valid UTF-8: invalid sequences become U+FFFD. complete_prefix: length of the longest
-// prefix that does not end inside a (possibly valid) incomplete character.
-std::string sanitize_utf8(std::string_view bytes);
-size_t utf8_complete_prefix(std::string_view bytes);
 
 }  // namespace mx::harmony

