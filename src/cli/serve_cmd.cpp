@@ -29,6 +29,7 @@ struct ServeFlags {
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
   int max_tools = 128;
+  int max_waiting_requests = 1024;
   server::HttpLimits http;
   int shutdown_timeout = 20;
   double gpu_memory_utilization = 0.9;
@@ -126,7 +127,8 @@ Status serve(ServeFlags f) {
                 .kv_block_size = f.block_size,
                 .prefix_caching = f.enable_prefix_caching ? PrefixCaching::On : PrefixCaching::Off,
                 .enforce_eager = f.enforce_eager,
-                .async_scheduling = f.no_async_scheduling ? AsyncScheduling::Off : AsyncScheduling::On};
+                .async_scheduling = f.no_async_scheduling ? AsyncScheduling::Off : AsyncScheduling::On,
+                .max_waiting = f.max_waiting_requests};
   const KvLayout layout = kv_layout(c, ea, device);
   MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout));
   const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
@@ -233,6 +235,9 @@ void register_serve(CLI::App& app) {
                 "Plan each step only after the previous one is read (default: the host prepares step N+1 while the "
                 "GPU runs step N)");
   add_limit_options(cmd, *f);
+  cmd->add_option("--max-waiting-requests", f->max_waiting_requests,
+                  "Requests waiting for a seat at most; beyond: 503 with Retry-After (0: unbounded)")
+      ->default_val(1024)->check(CLI::NonNegativeNumber);
   cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);

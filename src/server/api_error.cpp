@@ -75,6 +75,10 @@ ApiError unauthorized() {
           .code = "invalid_api_key"};
 }
 
+ApiError overloaded(std::string message) {
+  return {.status = 503, .message = std::move(message), .type = "service_unavailable", .retry_after_s = 1};
+}
+
 ApiError server_error(std::string message) {
   return {.status = 500, .message = std::move(message), .type = "server_error"};
 }

@@ -19,6 +19,7 @@ struct ApiError {
   std::string type = "invalid_request_error";
   std::optional<std::string> param;
   std::optional<std::string> code;
+  int retry_after_s = 0;  // > 0: sent as a Retry-After header (503 when the queue is full)
 
   nlohmann::ordered_json body() const;
 };
@@ -36,5 +37,6 @@ ApiError context_length_exceeded(int max_model_len, int64_t prompt_tokens, int64
 ApiError model_not_found(const std::string& model);
 ApiError unauthorized();
 ApiError server_error(std::string message);
+ApiError overloaded(std::string message);  // 503, Retry-After: 1
 
 }  // namespace mx::server

@@ -30,18 +30,23 @@ std::vector<int32_t> end_token_ids(const ServerContext& ctx) {
 
 std::variant<std::vector<Choice>, ApiError> submit_choices(ServerContext& ctx, const SamplingRequest& sr,
                                                            const std::vector<int32_t>& prompt) {
-  std::vector<Choice> choices;
+  std::vector<RequestParams> params;
   for (int i = 0; i < sr.n; ++i) {
     RequestParams p = sr.params;
     p.prompt = prompt;
     p.sampling.seed += uint64_t(i);
-    auto s = ctx.engine->submit(std::move(p));
-    if (!s.ok()) {
-      for (Choice& c : choices) c.stream->cancel();
-      return bad_request(s.status(), "");
-    }
-    ctx.inflight.add(*s);
-    choices.push_back({.stream = *s});
+    params.push_back(std::move(p));
+  }
+  auto streams = ctx.engine->submit_all(std::move(params));  // the n choices queue together or not at all
+  if (!streams.ok()) {
+    const std::string m = streams.status().message();
+    if (m.starts_with(kOverloaded)) return overloaded(without_locations(m) + "; retry later");
+    return bad_request(streams.status(), "");
+  }
+  std::vector<Choice> choices;
+  for (auto& s : *streams) {
+    ctx.inflight.add(s);
+    choices.push_back({.stream = s});
   }
   return choices;
 }

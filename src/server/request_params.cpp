@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <random>
 #include <cmath>
 
 namespace mx::server {
@@ -157,7 +158,9 @@ std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, Samp
   if (v) sp.top_k = int(std::max<int64_t>(*v, 0));
   v.reset();
   f.integer("seed", INT64_MIN, INT64_MAX, v);
-  if (v) sp.seed = uint64_t(*v);
+  // Without a seed each request draws from its own random one (as OpenAI and vLLM do): two users
+  // sending the same prompt do not get the same sample.
+  sp.seed = v ? uint64_t(*v) : std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}();
   const char* max_key = endpoint == Endpoint::Responses ? "max_output_tokens" : "max_tokens";
   f.integer(max_key, 1, INT32_MAX, out.max_tokens);
   if (endpoint == Endpoint::Chat) f.integer("max_completion_tokens", 1, INT32_MAX, out.max_tokens);

@@ -16,7 +16,10 @@ void send_json(httplib::Response& res, int status, const nlohmann::ordered_json&
   res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.body()); }
+void send_error(httplib::Response& res, const ApiError& e) {
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  send_json(res, e.status, e.body());
+}
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -2,6 +2,7 @@
 // 127.0.0.1 (random free port, CPU backend, the demo model with the real gpt-oss tokenizer) and
 // checks models, chat (whole and streamed, usage chunk), completions, tokenize, errors, 64
 // concurrent streams and a client that disconnects mid-stream. Usage: node server_test.mjs MXSERVE
+import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -178,6 +179,32 @@ test('run and serve draw the same tokens for a seed (one engine, one sampling ru
       temperature, seed, ignore_eos: true });
     assert.equal(r.usage.completion_tokens, 12);
     assert.equal(out.toString().replace(/\n$/, ''), r.choices[0].text, `temperature ${temperature}, seed ${seed}`);
+  }
+});
+
+test('a full waiting queue answers 503 with Retry-After, and every other request completes', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-queue-test-'));
+  const small = await start(binary, dir, ['-np', '1', '--max-waiting-requests', '1', '--num-gpu-blocks-override', '512']);
+  try {
+    const one = () => fetch(small.base + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Hello', max_tokens: 64, temperature: 0, ignore_eos: true }) });
+    const res = await Promise.all(Array.from({ length: 8 }, one));
+    const codes = res.map((r) => r.status);
+    assert.ok(codes.filter((c) => c === 503).length >= 1, `some requests are refused: ${codes}`);
+    assert.ok(codes.filter((c) => c === 200).length >= 2, `the running and the waiting one complete: ${codes}`);
+    for (const r of res) {
+      const body = await r.json();
+      if (r.status === 503) {
+        assert.equal(r.headers.get('retry-after'), '1');
+        assert.match(body.error.message, /overloaded/);
+      } else {
+        assert.equal(r.status, 200, JSON.stringify(body));
+        assert.equal(body.usage.completion_tokens, 64);
+      }
+    }
+  } finally {
+    await stopServer(small);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
