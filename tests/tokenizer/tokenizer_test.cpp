@@ -270,6 +270,22 @@ TEST(Pretokenizer, O200kAlternatives) {
   EXPECT_EQ(pieces("你好世界"), (V{"你好世界"}));
 }
 
+// Found by fuzz_tokenizer_json: a tokenizer.json whose Split regex does not match every character
+// (or matches empty) lost the text in between; it is now a piece of its own.
+TEST(Pretokenizer, TextBetweenMatchesIsKept) {
+  auto pieces = [](std::string_view pattern, std::string_view text) {
+    auto pre = Pretokenizer::create(pattern);
+    EXPECT_TRUE(pre.ok()) << pre.status().message();
+    std::vector<std::string> out;
+    EXPECT_TRUE((*pre)->split(text, [&](std::string_view p) { out.emplace_back(p); }).ok());
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces("\\p{L}+", "ab 12!cd?"), (V{"ab", " 12!", "cd", "?"}));
+  EXPECT_EQ(pieces("\\s?\\p{N}{0,3}", "x12 é"), (V{"x", "12", " ", "é"}));  // empty matches between
+  EXPECT_EQ(pieces("q", "none here"), (V{"none here"}));
+}
+
 TEST(TokenizeCli, PrintsIdsAsJson) {
   MX_REQUIRE_GPTOSS_TOKENIZER(tok);
   const auto bin = test::mxserve_binary();
