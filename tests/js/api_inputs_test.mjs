@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { skipUnlessReady, startServer, stopServer } from './serve_util.mjs';
+import { skipUnlessReady, startServer, stopServer, logForFailure } from './serve_util.mjs';
 
 const binary = process.argv[2];
 skipUnlessReady(binary);
@@ -15,7 +15,7 @@ skipUnlessReady(binary);
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-api-test-'));
 let server = null;
 const watchdog = setTimeout(() => {
-  console.error('FAIL: the test took over 170 s\n' + (server?.log() ?? '').slice(-3000));
+  console.error('FAIL: the test took over 170 s\n' + logForFailure(server));
   server?.proc.kill('SIGKILL');
   process.exit(1);
 }, 170_000);
@@ -199,7 +199,7 @@ try {
   failed++;
   console.log(`FAIL start-up: ${e.stack || e}`);
 }
-if (failed) console.log('--- server log tail ---\n' + (server?.log() ?? '').slice(-3000));
+if (failed) console.log('--- server log tail ---\n' + logForFailure(server));
 await stopServer(server);
 fs.rmSync(tmp, { recursive: true, force: true });
 clearTimeout(watchdog);

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { skipUnlessReady, startServer, stopServer, rawHttp, statuses, metric } from './serve_util.mjs';
+import { skipUnlessReady, startServer, stopServer, rawHttp, statuses, metric, logForFailure } from './serve_util.mjs';
 
 const binary = process.argv[2];
 skipUnlessReady(binary);
@@ -174,7 +174,8 @@ test('SIGTERM: short requests finish, long ones are cancelled at --shutdown-time
   const longStream = rawHttp(srv.port, jsonPost('/v1/completions', JSON.stringify({ prompt: 'hi', max_tokens: 1000,
     ignore_eos: true, stream: true })), { timeoutMs: 15_000 });
   await new Promise((r) => setTimeout(r, 300));
-  const short = post({ prompt: 'hi', max_tokens: 3 });
+  const short = post({ prompt: 'hi', max_tokens: 3 }).then((r) => ({ status: r.status }), (e) => ({ status: e.message }));
+  await new Promise((r) => setTimeout(r, 100));  // in flight when SIGTERM comes
   const t0 = Date.now();
   const code = await stopServer(srv, 10_000);
   assert.equal(code, 0, 'clean exit');
@@ -205,7 +206,7 @@ try {
   failed++;
   console.log(`FAIL start-up: ${e.stack || e}`);
 }
-if (failed) console.log('--- server log tail ---\n' + (server?.log() ?? '').slice(-4000));
+if (failed) console.log('--- server log tail ---\n' + logForFailure(server));
 await stopServer(server);
 fs.rmSync(tmp, { recursive: true, force: true });
 clearTimeout(watchdog);

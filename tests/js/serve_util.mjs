@@ -44,6 +44,13 @@ export async function startServer(binary, dir, args) {
   return { base: `http://127.0.0.1:${port}`, port, proc, log: () => log };
 }
 
+// What to show of the server log when a test failed: a sanitizer report whole, else the tail.
+export function logForFailure(server, tail = 4000) {
+  const log = server?.log() ?? '';
+  const at = log.search(/WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:/);
+  return at >= 0 ? log.slice(at, at + 30000) : log.slice(-tail);
+}
+
 // Stops the server with SIGTERM; resolves with its exit code (null if it had to be killed).
 export async function stopServer(server, waitMs = 5000) {
   if (!server || server.proc.exitCode !== null) return server?.proc.exitCode ?? null;

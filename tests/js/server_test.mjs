@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { skipUnlessReady, startServer as start, stopServer } from './serve_util.mjs';
+import { skipUnlessReady, startServer as start, stopServer, logForFailure } from './serve_util.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
@@ -19,14 +19,13 @@ const MODEL = 'demo';
 const MAX_LEN = 4096;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-server-test-'));
 let server = null;
-const serverLog = () => server?.log() ?? '';
 
 function cleanup() {
   if (server && server.proc.exitCode === null) server.proc.kill('SIGKILL');
   fs.rmSync(tmp, { recursive: true, force: true });
 }
 const watchdog = setTimeout(() => {
-  console.error('FAIL: the test took over 150 s\n--- server log tail ---\n' + serverLog().slice(-3000));
+  console.error('FAIL: the test took over 150 s\n--- server log tail ---\n' + logForFailure(server));
   cleanup();
   process.exit(1);
 }, 150_000);
@@ -365,7 +364,7 @@ try {
   failed++;
   console.log(`FAIL start-up: ${e.stack || e}`);
 }
-if (failed) console.log('--- server log tail ---\n' + serverLog().slice(-4000));
+if (failed) console.log('--- server log tail ---\n' + logForFailure(server));
 await stopServer(server);
 cleanup();
 clearTimeout(watchdog);
