@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test test-nocuda build deps test-deps demo clean
+.PHONY: run test test-nocuda soak build deps test-deps demo clean
 
 deps:
 	scripts/install-deps.sh --npm
@@ -36,5 +36,12 @@ test: test-deps
 test-nocuda:
 	$(MAKE) test BUILD=$(BUILD)-nocuda CMAKE_FLAGS="$(CMAKE_FLAGS) -DMXSERVE_CUDA=OFF"
 
+# The long soak: SOAK_CLIENTS concurrent clients for SOAK_SECONDS (make test runs 20 s, 200 clients).
+SOAK_SECONDS ?= 180
+SOAK_CLIENTS ?= 400
+soak: test-deps
+	$(MAKE) build
+	node tests/js/soak_test.mjs $(BUILD)/mxserve $(SOAK_SECONDS) $(SOAK_CLIENTS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-nocuda
