@@ -5,11 +5,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
-// The tokenizer loads once, before the first input (its seconds would count as a timeout).
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  mx::fuzz::gptoss_tokenizer();
-  return 0;
-}
+MX_FUZZ_LOAD_TOKENIZER_FIRST()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto tok = mx::fuzz::gptoss_tokenizer();

@@ -51,3 +51,11 @@ class Input {
       std::abort();                                                    \
     }                                                                  \
   } while (0)
+
+// For targets that use gptoss_tokenizer(): it loads in LLVMFuzzerInitialize, before the first
+// input (its seconds, ten under ASan, would otherwise count as that input's timeout).
+#define MX_FUZZ_LOAD_TOKENIZER_FIRST()                      \
+  extern "C" int LLVMFuzzerInitialize(int*, char***) {     \
+    mx::fuzz::gptoss_tokenizer();                          \
+    return 0;                                              \
+  }

@@ -36,11 +36,7 @@ void completions(const ServerContext& ctx, const Json& body, const SamplingReque
 
 }  // namespace
 
-// The tokenizer loads once, before the first input (its seconds would count as a timeout).
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  mx::fuzz::gptoss_tokenizer();
-  return 0;
-}
+MX_FUZZ_LOAD_TOKENIZER_FIRST()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static ServerContext ctx;  // only tok and args are read by the mapping
