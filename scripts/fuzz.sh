@@ -3,12 +3,14 @@
 # tests/fuzz/corpus/<target>/.
 #   scripts/fuzz.sh BUILD replay          every seed once (CI)
 #   scripts/fuzz.sh BUILD fuzz SECONDS    each target for SECONDS; new inputs go to BUILD/fuzz/corpus/<target>
+#   FUZZ_TARGETS="bpe config" ...         only these targets
 # A crash, sanitizer report, FUZZ_CHECK, slow input (> 10 s) or memory blow-up (> 2 GB) stops the
 # run with the reproducer in BUILD/fuzz/artifacts/ (replay it: BUILD/fuzz/fuzz_<target> FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$1 mode=$2 seconds=${3:-60}
 targets=("$build"/fuzz/fuzz_*)
+if [[ -n ${FUZZ_TARGETS:-} ]]; then targets=(); for t in $FUZZ_TARGETS; do targets+=("$build/fuzz/fuzz_$t"); done; fi
 [[ -x ${targets[0]} ]] || { echo "no fuzz targets in $build/fuzz (configure with -DMXSERVE_FUZZ=ON)"; exit 1; }
 mkdir -p "$build/fuzz/artifacts"
 for bin in "${targets[@]}"; do

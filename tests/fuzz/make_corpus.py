@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/<target>/): small valid inputs
-and a few near misses for each. Needs a built mxserve (for token ids) and tests/js/node_modules
+and a few near misses for each. Other files there (inputs that once found a bug) are kept. Needs a built mxserve (for token ids) and tests/js/node_modules
 (the gpt-oss tokenizer). Usage: tests/fuzz/make_corpus.py [BUILD_DIR]"""
-import json, os, shutil, struct, subprocess, sys
+import json, os, struct, subprocess, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
@@ -45,7 +45,6 @@ def harmony_bytes(flags, text):  # the fuzz target's id encoding: markers as one
 
 
 def main():
-    shutil.rmtree(corpus, ignore_errors=True)
     put('safetensors', 'two_tensors', safetensors({'a': ('BF16', [2, 2], bytes(8)), 'b': ('U8', [3], b'xyz')}))
     put('safetensors', 'metadata', safetensors({'w': ('F32', [1], bytes(4))}).replace(b'{"w"', b'{"__metadata__": {"format": "pt"}, "w"'))
     put('safetensors', 'bad_offsets', safetensors({'a': ('F32', [4], bytes(8))}))
