@@ -13,6 +13,7 @@ if [[ "$mode" == "--test" || "$mode" == "--npm" ]]; then
 fi
 if [[ "$mode" == "--test" ]]; then
   pkgs+=(chromium)  # the web-page test of the server (driven by playwright-core)
+  pkgs+=(clang libclang-rt-14-dev)  # make test-asan / test-tsan / fuzz: sanitizer and libFuzzer runtimes
 fi
 missing=()
 for p in "${pkgs[@]}"; do

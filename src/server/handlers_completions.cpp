@@ -1,7 +1,6 @@
 // POST /v1/completions: string or token-id prompts (one or a list), plain text out (special
 // tokens skipped), stop strings, whole or streamed as text_completion SSE events.
-#include <fmt/format.h>
-
+#include "server/completion_prompt.h"
 #include "server/generation.h"
 #include "server/handlers.h"
 #include "server/logprobs_json.h"
@@ -69,53 +68,6 @@ Json chunk(const CompletionRun& run, size_t i, const std::string& text, const ch
 
 const char* finish_name(const Choice& c) { return c.reason == FinishReason::Length ? "length" : "stop"; }
 
-struct Prompt {
-  std::vector<int32_t> ids;
-  std::string text;  // for "echo": the string sent, or the ids decoded
-};
-
-// The prompt field: a string, a list of ids, or a list of either (several prompts).
-std::variant<std::vector<Prompt>, ApiError> prompts_of(ServerContext& ctx, const Json& body, bool echo) {
-  auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
-  std::vector<Json> items;
-  if (it->is_array() && !it->empty() && !(*it)[0].is_number_integer()) items.assign(it->begin(), it->end());
-  else items.push_back(*it);
-  const int64_t vocab = ctx.engine->model().config.vocab_size;
-  std::vector<Prompt> out;
-  for (const Json& p : items) {
-    if (p.is_string()) {
-      if (!ctx.tok) return bad_request("this model has no tokenizer.json; send token ids", "prompt");
-      auto ids = ctx.tok->encode(p.get<std::string>());
-      if (!ids.ok()) return bad_request(ids.status(), "prompt", {});
-      out.push_back({.ids = *ids, .text = echo ? p.get<std::string>() : ""});
-    } else if (p.is_array()) {
-      Prompt prompt;
-      for (const Json& x : p) {
-        const auto id = token_id(x, vocab);  // 4294980521 is refused, not run as 13225
-        if (!id) return bad_request(fmt::format("'prompt' token ids must be integers in [0, {})", vocab), "prompt");
-        prompt.ids.push_back(*id);
-      }
-      if (echo && ctx.tok) prompt.text = ctx.tok->decode(prompt.ids);
-      out.push_back(std::move(prompt));
-    } else {
-      return bad_request("'prompt' must be a string, a list of token ids, or a list of those", "prompt");
-    }
-  }
-  return out;
-}
-
-// "echo": true sends the prompt back before the completion (without prompt logprobs, which the
-// engine does not compute: echo with logprobs is a 400).
-std::variant<bool, ApiError> echo_of(const Json& body, const SamplingRequest& sr) {
-  auto it = body.find("echo");
-  if (it == body.end() || it->is_null()) return false;
-  if (!it->is_boolean()) return bad_request("'echo' must be a boolean", "echo");
-  if (it->get<bool>() && sr.params.logprobs >= 0)
-    return bad_request("'echo' with 'logprobs' is not supported: prompt logprobs are not computed", "echo");
-  return it->get<bool>();
-}
-
 void stream_response(ServerContext& ctx, std::shared_ptr<CompletionRun> run, httplib::Response& res) {
   serve_stream(ctx, res, run, [&ctx, run](std::string& out) {
     if (!run->echo_sent) {
@@ -173,7 +125,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   if (auto e = check_unsupported(body, Endpoint::Completions)) return send_error(res, *e);
   const auto echo = echo_of(body, run->sr);
   if (auto* e = std::get_if<ApiError>(&echo)) return send_error(res, *e);
-  auto prompts = prompts_of(ctx, body, std::get<bool>(echo));
+  auto prompts = prompts_of(body, ctx.tok.get(), ctx.engine->model().config.vocab_size, std::get<bool>(echo));
   if (auto* e = std::get_if<ApiError>(&prompts)) return send_error(res, *e);
   run->sr.params.eos_ids = end_token_ids(ctx);
   const SamplingRequest base = run->sr;

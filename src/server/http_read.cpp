@@ -85,12 +85,14 @@ void linger(int fd, milliseconds time) {
 RequestReader::Fill RequestReader::fill(Clock::time_point deadline, bool stop_when_draining) {
   char chunk[65536];
   for (;;) {
-    if (stop_when_draining && draining_) return Fill::Draining;
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return Fill::Timeout;
+    // Draining closes an idle connection, but not one whose next request has already arrived.
+    const bool drain = stop_when_draining && draining_;
     pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
-    const int ready = ::poll(&p, 1, int(std::min(left, kPollSlice).count()));
+    const int ready = ::poll(&p, 1, drain ? 0 : int(std::min(left, kPollSlice).count()));
     if (ready < 0 && errno != EINTR) return Fill::Eof;
+    if (ready == 0 && drain) return Fill::Draining;
     if (ready <= 0) continue;
     const ssize_t n = ::recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
     if (n > 0) {

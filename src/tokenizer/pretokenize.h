@@ -1,5 +1,6 @@
 // Pre-tokenizer: splits text into pieces with a PCRE2 regex (UTF + Unicode properties, JIT),
-// matched like tiktoken's find_iter (leftmost-first alternatives, unmatched text is skipped).
+// matched like tiktoken's find_iter (leftmost-first alternatives); text between matches is a
+// piece of its own, as a tokenizer.json Split with the "Isolated" behaviour means.
 #pragma once
 
 #include <functional>
@@ -22,7 +23,7 @@ class Pretokenizer {
   static Result<std::shared_ptr<const Pretokenizer>> create(std::string_view pattern);
   ~Pretokenizer();
 
-  // Calls on_piece for every match in text, in order. text must be valid UTF-8 (not re-checked).
+  // Calls on_piece for every match in text, and for the text between matches, in order. text must be valid UTF-8 (not re-checked).
   // Safe to call from several threads at once.
   Status split(std::string_view text, const std::function<void(std::string_view)>& on_piece) const;
 

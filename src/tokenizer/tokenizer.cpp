@@ -89,8 +89,11 @@ Status load_vocab(const json& model, Tokenizer::Impl& impl, std::vector<std::str
     const int64_t id = it.value().get<int64_t>();
     MX_CHECK(id >= 0 && id < (1 << 30), "vocab id {} out of range", id);
     MX_ASSIGN(std::string bytes, byte_level_to_bytes(it.key()));
+    MX_CHECK(!bytes.empty(), "vocab has an empty token (id {})", id);
     MX_CHECK(impl.ranks.insert(bytes, int32_t(id)), "vocab has token '{}' twice", it.key());
     if (size_t(id) >= bytes_of.size()) bytes_of.resize(size_t(id) + 1);
+    // Two tokens on one id would decode as whichever came last (found by fuzz_tokenizer_json).
+    MX_CHECK(bytes_of[size_t(id)].empty(), "vocab id {} is given to two tokens", id);
     bytes_of[size_t(id)] = std::move(bytes);
   }
   for (int b = 0; b < 256; ++b) {
@@ -107,6 +110,8 @@ Status load_added(const json& added, Tokenizer::Impl& impl, std::vector<std::str
     AddedToken tok{t["content"].get<std::string>(), t["id"].get<int32_t>(), t.value("special", true)};
     MX_CHECK(tok.id >= 0 && !tok.content.empty(), "bad added token '{}' id {}", tok.content, tok.id);
     if (size_t(tok.id) >= bytes_of.size()) bytes_of.resize(size_t(tok.id) + 1);
+    MX_CHECK(bytes_of[size_t(tok.id)].empty() || bytes_of[size_t(tok.id)] == tok.content,
+             "added token '{}' takes id {} of another token", tok.content, tok.id);
     bytes_of[size_t(tok.id)] = tok.content;
     if (size_t(tok.id) >= is_special.size()) is_special.resize(size_t(tok.id) + 1, 0);
     is_special[size_t(tok.id)] = tok.special ? 1 : 0;
@@ -129,6 +134,14 @@ Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::load(const std::filesystem::path& tokenizer_json) {
+  try {
+    return load_checked(tokenizer_json);
+  } catch (const json::exception& e) {  // a field of another type than the checks above expect
+    return MX_ERROR("{}: a field has the wrong type ({})", tokenizer_json.string(), e.what());
+  }
+}
+
+Result<std::shared_ptr<const Tokenizer>> Tokenizer::load_checked(const std::filesystem::path& tokenizer_json) {
   MX_ASSIGN(json j, read_json(tokenizer_json));
   auto impl = std::make_unique<Impl>();
   std::vector<std::string> bytes_of;

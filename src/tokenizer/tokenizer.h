@@ -36,6 +36,7 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  static Result<std::shared_ptr<const Tokenizer>> load_checked(const std::filesystem::path& tokenizer_json);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,21 +4,10 @@
 // source file:line); token ids past int32 are refused, not wrapped; unsupported parameters are a
 // clear 400; tool names are checked. Usage: node api_inputs_test.mjs MXSERVE
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { skipUnlessReady, startServer, stopServer } from './serve_util.mjs';
+import { skipUnlessReady, runSuite } from './serve_util.mjs';
 
 const binary = process.argv[2];
 skipUnlessReady(binary);
-
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-api-test-'));
-let server = null;
-const watchdog = setTimeout(() => {
-  console.error('FAIL: the test took over 170 s\n' + (server?.log() ?? '').slice(-3000));
-  server?.proc.kill('SIGKILL');
-  process.exit(1);
-}, 170_000);
 
 const post = async (base, route, body) => {
   const r = await fetch(base + route, { method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -181,27 +170,5 @@ test('echo works; suffix, best_of, chat text/functions and non-function tools ar
     modalities: ['text'] })).status, 200);
 });
 
-let failed = 0;
-try {
-  server = await startServer(binary, tmp, ['--served-model-name', 'demo', '-c', '2048', '--num-gpu-blocks-override', '512',
-    '--enable-prefix-caching']);
-  for (const t of tests) {
-    const t0 = Date.now();
-    try {
-      await t.fn(server);
-      console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
-    } catch (e) {
-      failed++;
-      console.log(`FAIL ${t.name}: ${e.stack || e}`);
-    }
-  }
-} catch (e) {
-  failed++;
-  console.log(`FAIL start-up: ${e.stack || e}`);
-}
-if (failed) console.log('--- server log tail ---\n' + (server?.log() ?? '').slice(-3000));
-await stopServer(server);
-fs.rmSync(tmp, { recursive: true, force: true });
-clearTimeout(watchdog);
-console.log(failed ? `${failed} of ${tests.length} failed` : `all ${tests.length} passed`);
-process.exit(failed ? 1 : 0);
+await runSuite({ binary, tests, timeoutMs: 170_000, args: ['--served-model-name', 'demo', '-c', '2048',
+  '--num-gpu-blocks-override', '512', '--enable-prefix-caching'] });

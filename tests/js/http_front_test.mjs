@@ -4,11 +4,8 @@
 // framing errors, the API key on every working route and the JSON Content-Type.
 // Usage: node http_front_test.mjs MXSERVE
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import zlib from 'node:zlib';
-import { skipUnlessReady, startServer, stopServer, rawHttp, statuses, metric } from './serve_util.mjs';
+import { skipUnlessReady, runSuite, stopServer, rawHttp, statuses, metric } from './serve_util.mjs';
 
 const binary = process.argv[2];
 skipUnlessReady(binary);
@@ -18,14 +15,6 @@ const MAX_BODY = 1 << 20;
 const HEADER_TIMEOUT_S = 2;
 const PER_CLIENT = 32;
 const TOTAL = 80;
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-http-test-'));
-let server = null;
-const watchdog = setTimeout(() => {
-  console.error('FAIL: the test took over 120 s\n' + (server?.log() ?? '').slice(-3000));
-  server?.proc.kill('SIGKILL');
-  process.exit(1);
-}, 120_000);
-
 const auth = `Authorization: Bearer ${KEY}\r\n`;
 const head = (method, route, fields = '') => `${method} ${route} HTTP/1.1\r\nHost: t\r\n${fields}`;
 const jsonPost = (route, body, fields = '') =>
@@ -174,7 +163,8 @@ test('SIGTERM: short requests finish, long ones are cancelled at --shutdown-time
   const longStream = rawHttp(srv.port, jsonPost('/v1/completions', JSON.stringify({ prompt: 'hi', max_tokens: 1000,
     ignore_eos: true, stream: true })), { timeoutMs: 15_000 });
   await new Promise((r) => setTimeout(r, 300));
-  const short = post({ prompt: 'hi', max_tokens: 3 });
+  const short = post({ prompt: 'hi', max_tokens: 3 }).then((r) => ({ status: r.status }), (e) => ({ status: e.message }));
+  await new Promise((r) => setTimeout(r, 100));  // in flight when SIGTERM comes
   const t0 = Date.now();
   const code = await stopServer(srv, 10_000);
   assert.equal(code, 0, 'clean exit');
@@ -186,28 +176,6 @@ test('SIGTERM: short requests finish, long ones are cancelled at --shutdown-time
   assert.match(srv.log(), /still open after 2 s: cancelling/);
 });
 
-let failed = 0;
-try {
-  server = await startServer(binary, tmp, ['--api-key', KEY, '--max-body-bytes', String(MAX_BODY),
-    '--header-timeout', String(HEADER_TIMEOUT_S), '--max-connections-per-client', String(PER_CLIENT),
-    '--max-connections', String(TOTAL), '-c', '1024', '--num-gpu-blocks-override', '256', '--shutdown-timeout', '2']);
-  for (const t of tests) {
-    const t0 = Date.now();
-    try {
-      await t.fn(server);
-      console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
-    } catch (e) {
-      failed++;
-      console.log(`FAIL ${t.name}: ${e.stack || e}`);
-    }
-  }
-} catch (e) {
-  failed++;
-  console.log(`FAIL start-up: ${e.stack || e}`);
-}
-if (failed) console.log('--- server log tail ---\n' + (server?.log() ?? '').slice(-4000));
-await stopServer(server);
-fs.rmSync(tmp, { recursive: true, force: true });
-clearTimeout(watchdog);
-console.log(failed ? `${failed} of ${tests.length} failed` : `all ${tests.length} passed`);
-process.exit(failed ? 1 : 0);
+await runSuite({ binary, tests, timeoutMs: 120_000, args: ['--api-key', KEY, '--max-body-bytes', String(MAX_BODY),
+  '--header-timeout', String(HEADER_TIMEOUT_S), '--max-connections-per-client', String(PER_CLIENT),
+  '--max-connections', String(TOTAL), '-c', '1024', '--num-gpu-blocks-override', '256', '--shutdown-timeout', '2'] });

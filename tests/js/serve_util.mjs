@@ -4,6 +4,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -42,6 +43,13 @@ export async function startServer(binary, dir, args) {
     setTimeout(() => reject(new Error('server did not start in 60 s:\n' + log)), 60_000);
   });
   return { base: `http://127.0.0.1:${port}`, port, proc, log: () => log };
+}
+
+// What to show of the server log when a test failed: a sanitizer report whole, else the tail.
+export function logForFailure(server, tail = 4000) {
+  const log = server?.log() ?? '';
+  const at = log.search(/WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:/);
+  return at >= 0 ? log.slice(at, at + 30000) : log.slice(-tail);
 }
 
 // Stops the server with SIGTERM; resolves with its exit code (null if it had to be killed).
@@ -88,6 +96,44 @@ export function rawHttp(port, bytes, { localAddress = '127.0.0.1', timeoutMs = 5
 // The status codes of the HTTP responses in `text`, in order (100 Continue included).
 export function statuses(text) {
   return [...text.matchAll(/HTTP\/1\.1 (\d{3}) [A-Z]/g)].map((m) => Number(m[1]));
+}
+
+// Runs `tests` ([{ name, fn }]) in order against one server started with `args` (in a fresh
+// temporary folder), printing ok/FAIL per test and the server log on failure; exits the process
+// with 0 when all passed. fn gets context(server) (default: the server itself). A watchdog fails
+// the whole run after `timeoutMs`.
+export async function runSuite({ binary, args, tests, timeoutMs, context = (s) => s }) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-test-'));
+  let server = null, failed = 0;
+  const watchdog = setTimeout(() => {
+    console.error(`FAIL: the test took over ${timeoutMs / 1000} s\n--- server log ---\n` + logForFailure(server));
+    server?.proc.kill('SIGKILL');
+    fs.rmSync(tmp, { recursive: true, force: true });
+    process.exit(1);
+  }, timeoutMs);
+  try {
+    server = await startServer(binary, tmp, args);
+    const ctx = context(server);
+    for (const t of tests) {
+      const t0 = Date.now();
+      try {
+        await t.fn(ctx);
+        console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
+      } catch (e) {
+        failed++;
+        console.log(`FAIL ${t.name}: ${e.stack || e}`);
+      }
+    }
+  } catch (e) {
+    failed++;
+    console.log(`FAIL start-up: ${e.stack || e}`);
+  }
+  if (failed) console.log('--- server log ---\n' + logForFailure(server));
+  await stopServer(server);
+  fs.rmSync(tmp, { recursive: true, force: true });
+  clearTimeout(watchdog);
+  console.log(failed ? `${failed} of ${tests.length} failed` : `all ${tests.length} passed`);
+  process.exit(failed ? 1 : 0);
 }
 
 // A gauge or counter from /metrics, e.g. metric(text, 'vllm:num_requests_running').

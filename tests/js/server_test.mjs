@@ -5,10 +5,9 @@
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { skipUnlessReady, startServer as start, stopServer } from './serve_util.mjs';
+import { skipUnlessReady, runSuite } from './serve_util.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
@@ -18,26 +17,6 @@ const { default: OpenAI } = await import('openai');
 const API_KEY = 'test-key';
 const MODEL = 'demo';
 const MAX_LEN = 4096;
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-server-test-'));
-let server = null;
-const serverLog = () => server?.log() ?? '';
-
-function cleanup() {
-  if (server && server.proc.exitCode === null) server.proc.kill('SIGKILL');
-  fs.rmSync(tmp, { recursive: true, force: true });
-}
-const watchdog = setTimeout(() => {
-  console.error('FAIL: the test took over 150 s\n--- server log tail ---\n' + serverLog().slice(-3000));
-  cleanup();
-  process.exit(1);
-}, 150_000);
-
-async function startServer() {
-  server = await start(binary, tmp, ['--api-key', API_KEY, '--served-model-name', MODEL, '-c', String(MAX_LEN),
-    '-np', '64', '--num-gpu-blocks-override', '2048', '--enable-prefix-caching']);
-  return server.base;
-}
-
 async function post(base, route, body, { auth = true, raw = false } = {}) {
   const headers = { 'Content-Type': 'application/json' };
   if (auth) headers.Authorization = `Bearer ${API_KEY}`;
@@ -386,27 +365,8 @@ test('web page in headless Chromium sends a message and shows the answer', async
   }
 });
 
-let failed = 0;
-try {
-  const base = await startServer();
-  const client = new OpenAI({ baseURL: base + '/v1', apiKey: API_KEY, maxRetries: 0, timeout: 60_000 });
-  for (const t of tests) {
-    const t0 = Date.now();
-    try {
-      await t.fn({ base, client });
-      console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
-    } catch (e) {
-      failed++;
-      console.log(`FAIL ${t.name}: ${e.stack || e}`);
-    }
-  }
-} catch (e) {
-  failed++;
-  console.log(`FAIL start-up: ${e.stack || e}`);
-}
-if (failed) console.log('--- server log tail ---\n' + serverLog().slice(-4000));
-await stopServer(server);
-cleanup();
-clearTimeout(watchdog);
-console.log(failed ? `${failed} of ${tests.length} failed` : `all ${tests.length} passed`);
-process.exit(failed ? 1 : 0);
+await runSuite({ binary, tests, timeoutMs: 150_000,
+  args: ['--api-key', API_KEY, '--served-model-name', MODEL, '-c', String(MAX_LEN), '-np', '64',
+    '--num-gpu-blocks-override', '2048', '--enable-prefix-caching'],
+  context: (server) => ({ base: server.base,
+    client: new OpenAI({ baseURL: server.base + '/v1', apiKey: API_KEY, maxRetries: 0, timeout: 60_000 }) }) });

@@ -108,7 +108,7 @@ TEST(CpuFused, MoeRouterEqualsThreeOps) {
     for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(w[i]);
     for (size_t i = 0; i < bb.size(); ++i) bb[i] = f32_to_bf16(b[i]);
     const Tensor W(wb.data(), DType::BF16, {E, D}), B(bb.data(), DType::BF16, {E});
-    auto make = [&] {
+    auto make = [T = T, D = D, E = E, K = K] {  // copies: clang 14 cannot capture structured bindings
       return Router{std::vector<float>(size_t(T * D)), std::vector<float>(size_t(T * E)),
                     std::vector<float>(size_t(T * K)), std::vector<int32_t>(size_t(T * K), -1)};
     };

@@ -161,6 +161,16 @@ TEST(Loader, ShardedIndexAndMissingShard) {
   EXPECT_NE(err.find("shard 'model-00002-of-00002.safetensors' is missing"), std::string::npos) << err;
 }
 
+// Found by fuzz_checkpoint_index: a shard name longer than NAME_MAX made fs::exists throw, and
+// the load ended in std::terminate instead of an error.
+TEST(Loader, ShardNamePastNameMaxIsAnError) {
+  const fs::path dir = test::temp_dir("longshard");
+  std::ofstream(dir / "model.safetensors.index.json") << R"({"weight_map": {"w": ")" << std::string(300, 'a') << R"("}})";
+  auto ck = Checkpoint::open(dir);
+  ASSERT_FALSE(ck.ok());
+  EXPECT_NE(ck.status().message().find("is missing"), std::string::npos) << ck.status().message();
+}
+
 TEST(Config, ValidationErrorsNameTheKey) {
   auto base = nlohmann::json::parse(random_model_config(small_spec()).dump());
   auto bad = base;

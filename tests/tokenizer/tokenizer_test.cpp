@@ -113,6 +113,24 @@ TEST(TinyTokenizer, LoadErrorsNameTheProblem) {
   EXPECT_NE(nobyte.status().message().find("single byte"), std::string::npos) << nobyte.status().message();
 }
 
+// Found by fuzz_tokenizer_json: two tokens on one id decoded as the wrong one, and fields of
+// another type threw out of Tokenizer::load.
+TEST(TinyTokenizer, AmbiguousIdsAndWrongTypesAreErrors) {
+  const auto dir = test::temp_dir("tiny_tok_ids");
+  const auto status_of = [&](const json& extra_vocab, const json& added) {
+    auto t = Tokenizer::load(write_tiny_tokenizer(dir, extra_vocab, added));
+    return t.ok() ? std::string("ok") : t.status().message();
+  };
+  EXPECT_NE(status_of({{"ab", 97}}, json::array()).find("vocab id 97 is given to two tokens"), std::string::npos);
+  EXPECT_NE(status_of(json::object(), {{{"id", 97}, {"content", "<|x|>"}}}).find("takes id 97"), std::string::npos);
+  EXPECT_EQ(status_of({{"ab", 300}}, {{{"id", 300}, {"content", "ab"}}}), "ok");  // the same token twice is fine
+  EXPECT_NE(status_of(json::object(), {{{"id", 300}, {"content", 5}}}).find("wrong type"), std::string::npos);
+  std::ofstream(dir / "type.json") << R"({"model": {"type": 5, "vocab": {}}})";
+  auto t = Tokenizer::load(dir / "type.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("wrong type"), std::string::npos) << t.status().message();
+}
+
 TEST(GptOssTokenizer, SpecialTokensOfSpec) {
   MX_REQUIRE_GPTOSS_TOKENIZER(tok);
   const std::pair<const char*, int32_t> specials[] = {
@@ -268,6 +286,22 @@ TEST(Pretokenizer, O200kAlternatives) {
   EXPECT_EQ(pieces("end.\r\n\r\nNext"), (V{"end", ".\r\n\r\n", "Next"}));
   EXPECT_EQ(pieces("  \n  x"), (V{"  \n", " ", " x"}));
   EXPECT_EQ(pieces("你好世界"), (V{"你好世界"}));
+}
+
+// Found by fuzz_tokenizer_json: a tokenizer.json whose Split regex does not match every character
+// (or matches empty) lost the text in between; it is now a piece of its own.
+TEST(Pretokenizer, TextBetweenMatchesIsKept) {
+  auto pieces = [](std::string_view pattern, std::string_view text) {
+    auto pre = Pretokenizer::create(pattern);
+    EXPECT_TRUE(pre.ok()) << pre.status().message();
+    std::vector<std::string> out;
+    EXPECT_TRUE((*pre)->split(text, [&](std::string_view p) { out.emplace_back(p); }).ok());
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces("\\p{L}+", "ab 12!cd?"), (V{"ab", " 12!", "cd", "?"}));
+  EXPECT_EQ(pieces("\\s?\\p{N}{0,3}", "x12 é"), (V{"x", "12", " ", "é"}));  // empty matches between
+  EXPECT_EQ(pieces("q", "none here"), (V{"none here"}));
 }
 
 TEST(TokenizeCli, PrintsIdsAsJson) {
