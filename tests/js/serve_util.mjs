@@ -24,7 +24,7 @@ export function skipUnlessReady(binary) {
 }
 
 // Makes the demo model under `dir` and starts the server with `args`; returns
-// { base, port, proc, log: () => text so far }.
+// { base, port, proc, log: () => text so far, demo: the model folder }.
 export async function startServer(binary, dir, args) {
   const demo = path.join(dir, 'demo-model');
   if (!fs.existsSync(demo)) execFileSync(binary, ['make-demo', '--out', demo, '--tokenizer', tokenizerJson], { stdio: 'pipe' });
@@ -42,7 +42,7 @@ export async function startServer(binary, dir, args) {
     proc.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
     setTimeout(() => reject(new Error('server did not start in 60 s:\n' + log)), 60_000);
   });
-  return { base: `http://127.0.0.1:${port}`, port, proc, log: () => log };
+  return { base: `http://127.0.0.1:${port}`, port, proc, log: () => log, demo };
 }
 
 // What to show of the server log when a test failed: a sanitizer report whole, else the tail.

@@ -5,9 +5,10 @@
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { skipUnlessReady, runSuite } from './serve_util.mjs';
+import { skipUnlessReady, runSuite, startServer, stopServer } from './serve_util.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
@@ -149,8 +150,7 @@ test('responses: whole and streamed agree, input items with a function call roun
   await expectError(client.responses.create({ model: MODEL, input: 'x', previous_response_id: 'resp_1' }), 400);
 });
 
-test('run and serve draw the same tokens for a seed (one engine, one sampling rule)', async ({ client }) => {
-  const demo = path.join(tmp, 'demo-model');
+test('run and serve draw the same tokens for a seed (one engine, one sampling rule)', async ({ client, demo }) => {
   for (const [temperature, seed] of [[0.9, 5], [0, 0], [1.2, 77]]) {
     const out = execFileSync(binary, ['run', demo, '--backend', 'cpu', '--prompt-ids', '13225,2375,1495', '-n', '12',
       '--temperature', String(temperature), '--seed', String(seed), '--ignore-eos'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -163,7 +163,7 @@ test('run and serve draw the same tokens for a seed (one engine, one sampling ru
 
 test('a full waiting queue answers 503 with Retry-After, and every other request completes', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mxserve-queue-test-'));
-  const small = await start(binary, dir, ['-np', '1', '--max-waiting-requests', '1', '--num-gpu-blocks-override', '512']);
+  const small = await startServer(binary, dir, ['-np', '1', '--max-waiting-requests', '1', '--num-gpu-blocks-override', '512']);
   try {
     const one = () => fetch(small.base + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ prompt: 'Hello', max_tokens: 64, temperature: 0, ignore_eos: true }) });
@@ -368,5 +368,5 @@ test('web page in headless Chromium sends a message and shows the answer', async
 await runSuite({ binary, tests, timeoutMs: 150_000,
   args: ['--api-key', API_KEY, '--served-model-name', MODEL, '-c', String(MAX_LEN), '-np', '64',
     '--num-gpu-blocks-override', '2048', '--enable-prefix-caching'],
-  context: (server) => ({ base: server.base,
+  context: (server) => ({ base: server.base, demo: server.demo,
     client: new OpenAI({ baseURL: server.base + '/v1', apiKey: API_KEY, maxRetries: 0, timeout: 60_000 }) }) });
