@@ -61,9 +61,9 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
 // The request limits in force, once at start-up (docs/SERVING.md explains each).
 void log_limits(const ServeFlags& f) {
   const server::HttpLimits& h = f.http;
-  log_info("limits: body {} bytes, headers {} bytes within {} s, body within {} s, connections {} ({} per client), "
-           "JSON depth {}, {} tools, shutdown drain {} s",
-           h.max_body_bytes, h.max_header_bytes, h.header_timeout_s, h.body_timeout_s, h.max_connections,
+  log_info("limits: body {} bytes, headers {} bytes within {} s, body within {} s, idle keep-alive {} s, "
+           "connections {} ({} per client), JSON depth {}, {} tools, shutdown drain {} s",
+           h.max_body_bytes, h.max_header_bytes, h.header_timeout_s, h.body_timeout_s, h.keep_alive_timeout_s, h.max_connections,
            h.max_connections_per_client, f.max_json_depth, f.max_tools, f.shutdown_timeout);
   log_info("API key: {}", f.api_key.empty() ? "none (every route is open)"
                                             : "required on every route but GET /health, GET /metrics and GET /");
@@ -79,6 +79,9 @@ void add_limit_options(CLI::App* cmd, ServeFlags& f) {
   cmd->add_option("--header-timeout", h.header_timeout_s,
                   "Seconds a client has to send the whole request line and headers (slower: 408, closed)")
       ->default_val(h.header_timeout_s)->check(CLI::Range(1, 3600));
+  cmd->add_option("--keep-alive-timeout", h.keep_alive_timeout_s,
+                  "Seconds an idle kept-alive connection stays open (sent to clients as Keep-Alive: timeout=N)")
+      ->default_val(h.keep_alive_timeout_s)->check(CLI::Range(1, 3600));
   cmd->add_option("--body-timeout", h.body_timeout_s, "Seconds a client has to send the whole request body (slower: 408)")
       ->default_val(h.body_timeout_s)->check(CLI::Range(1, 3600));
   cmd->add_option("--max-connections", h.max_connections, "Open connections at most, all clients together (more: 503)")

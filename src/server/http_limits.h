@@ -12,7 +12,10 @@ struct HttpLimits {
   size_t max_header_bytes = 32u << 10;  // request line + header fields (--max-header-bytes); 431 beyond
   int header_timeout_s = 10;  // whole head must arrive within this (--header-timeout); 408 after
   int body_timeout_s = 60;    // whole body must arrive within this (--body-timeout); 408 after
-  int keep_alive_timeout_s = 5;  // an idle kept-alive connection is closed after this
+  // An idle kept-alive connection is closed after this (--keep-alive-timeout), advertised to the
+  // client in `Keep-Alive: timeout=N`. Longer than the pool expiry of common clients (undici 4 s,
+  // httpx 5 s), so a client rarely reuses a connection the server is closing.
+  int keep_alive_timeout_s = 30;
   int write_timeout_s = 30;      // a client that reads nothing for this long is dropped
   int max_connections = 1024;             // open at once, all clients (--max-connections); 503 beyond
   int max_connections_per_client = 256;   // open at once from one address / IPv6 /64; 429 beyond

@@ -21,6 +21,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr milliseconds kPollSlice{200};  // how soon an idle connection notices a draining server
+constexpr milliseconds kKeepAliveGrace{2000};  // open past the advertised keep-alive timeout
 
 const char* reason_phrase(int status) {
   switch (status) {
@@ -116,7 +117,9 @@ IncomingRequest RequestReader::error(int status, std::string message, const Requ
 IncomingRequest RequestReader::next(bool first) {
   const auto start = Clock::now();
   if (buf_.empty()) {  // idle: a new connection, or one kept alive after a response
-    const auto idle = start + seconds(first ? limits_.header_timeout_s : limits_.keep_alive_timeout_s);
+    // A kept-alive connection stays open a little past the advertised timeout: a client that
+    // trusts `Keep-Alive: timeout=N` but is late by a busy event loop still finds it open.
+    const auto idle = start + (first ? seconds(limits_.header_timeout_s) : seconds(limits_.keep_alive_timeout_s) + kKeepAliveGrace);
     if (fill(idle, /*stop_when_draining=*/true) != Fill::Data) return {};
   }
   const auto deadline = (first ? start : Clock::now()) + seconds(limits_.header_timeout_s);

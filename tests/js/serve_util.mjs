@@ -49,7 +49,10 @@ export async function startServer(binary, dir, args) {
 export function logForFailure(server, tail = 4000) {
   const log = server?.log() ?? '';
   const at = log.search(/WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:/);
-  return at >= 0 ? log.slice(at, at + 30000) : log.slice(-tail);
+  if (at >= 0) return log.slice(at, at + 30000);
+  // The warnings and errors of the whole run (refused connections, ...), then the tail.
+  const notable = log.split('\n').filter((l) => /^(WARN|ERROR)/.test(l)).slice(-40).join('\n');
+  return (notable ? `--- warnings and errors ---\n${notable}\n--- tail ---\n` : '') + log.slice(-tail);
 }
 
 // Stops the server with SIGTERM; resolves with its exit code (null if it had to be killed).

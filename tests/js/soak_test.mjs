@@ -74,7 +74,7 @@ const hostile = (port) => [
 
 async function main() {
   server = await startServer(binary, tmp, ['-c', '512', '-np', '32', '--num-gpu-blocks-override', '48',
-    '--enable-prefix-caching', '--max-body-bytes', String(1 << 20), '--header-timeout', '2',
+    '--enable-prefix-caching', '--max-body-bytes', String(1 << 20),
     '--max-connections-per-client', String(CLIENTS + 64), '--max-connections', String(CLIENTS + 128)]);
   const { base, port, proc } = server;
   const tStart = Date.now();
@@ -126,7 +126,7 @@ async function main() {
           counts.hostile++;
         }
       } catch (e) {
-        if (e.name !== 'AbortError') fail(`client: ${e.message}`);
+        if (e.name !== 'AbortError') fail(`client: ${e.message}${e.cause ? ` (${e.cause.code ?? ''} ${e.cause.message ?? e.cause})` : ''}`);
       }
     }
   };
