@@ -29,8 +29,11 @@ struct ServeFlags {
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
   int max_tools = 128;
+  size_t max_prompt_bytes = 32u << 20;
   int max_waiting_requests = 1024;
   server::HttpLimits http;
+  std::string allowed_origins, allowed_methods = "*", allowed_headers = "*";  // CORS (cors.h)
+  bool allow_credentials = false;
   int shutdown_timeout = 20;
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = false;
@@ -62,9 +65,9 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
 void log_limits(const ServeFlags& f) {
   const server::HttpLimits& h = f.http;
   log_info("limits: body {} bytes, headers {} bytes within {} s, body within {} s, idle keep-alive {} s, "
-           "connections {} ({} per client), JSON depth {}, {} tools, shutdown drain {} s",
+           "connections {} ({} per client), JSON depth {}, {} tools, prompt {} bytes, shutdown drain {} s",
            h.max_body_bytes, h.max_header_bytes, h.header_timeout_s, h.body_timeout_s, h.keep_alive_timeout_s, h.max_connections,
-           h.max_connections_per_client, f.max_json_depth, f.max_tools, f.shutdown_timeout);
+           h.max_connections_per_client, f.max_json_depth, f.max_tools, f.max_prompt_bytes, f.shutdown_timeout);
   log_info("API key: {}", f.api_key.empty() ? "none (every route is open)"
                                             : "required on every route but GET /health, GET /metrics and GET /");
 }
@@ -94,9 +97,28 @@ void add_limit_options(CLI::App* cmd, ServeFlags& f) {
       ->default_val(f.shutdown_timeout)->check(CLI::Range(0, 3600));
   cmd->add_option("--max-json-depth", f.max_json_depth,
                   "Deepest nesting of arrays/objects accepted in a request body (checked before parsing; deeper: 400)")
-      ->default_val(server::kDefaultMaxJsonDepth)->check(CLI::Range(2, 100000));
+      ->default_val(server::kDefaultMaxJsonDepth)->check(CLI::Range(2, 1000));  // deeper: recursive copies
+  cmd->add_option("--max-prompt-bytes", f.max_prompt_bytes,
+                  "Largest rendered chat prompt text (schemas are indented on rendering), checked before encoding (larger: 400)")
+      ->default_val(f.max_prompt_bytes)->check(CLI::Range(size_t(1024), size_t(1) << 32));
   cmd->add_option("--max-tools", f.max_tools, "Functions in one request's 'tools' at most (more: 400)")
       ->default_val(f.max_tools)->check(CLI::Range(1, 1 << 20));
+}
+
+// --allowed-origins/-methods/-headers (JSON lists or comma-separated) and --allow-credentials.
+Result<server::CorsPolicy> cors_policy(const ServeFlags& f) {
+  server::CorsPolicy p{.credentials = f.allow_credentials};
+  const std::pair<const std::string*, std::vector<std::string>*> lists[] = {
+      {&f.allowed_origins, &p.origins}, {&f.allowed_methods, &p.methods}, {&f.allowed_headers, &p.headers}};
+  for (const auto& [text, out] : lists) {
+    auto parsed = server::parse_cors_list(*text);
+    if (auto* err = std::get_if<std::string>(&parsed)) return Status::error(fmt::format("CORS flag: {}", *err));
+    *out = std::move(std::get<std::vector<std::string>>(parsed));
+  }
+  if (p.enabled())
+    log_info("CORS: origins {}, methods {}, headers {}{}", f.allowed_origins, f.allowed_methods, f.allowed_headers,
+             p.credentials ? ", with credentials" : "");
+  return p;
 }
 
 Status serve(ServeFlags f) {
@@ -111,8 +133,11 @@ Status serve(ServeFlags f) {
   apply_moe_activation(f.moe_activation);
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
+  MX_ASSIGN(server::CorsPolicy cors, cors_policy(f));
   server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
-                      .max_json_depth = f.max_json_depth, .max_tools = f.max_tools, .http = f.http, .shutdown_timeout_s = f.shutdown_timeout});
+                      .max_json_depth = f.max_json_depth, .max_tools = f.max_tools,
+                      .max_prompt_bytes = f.max_prompt_bytes, .http = f.http,
+                      .cors = std::move(cors), .shutdown_timeout_s = f.shutdown_timeout});
   log_limits(f);
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device));
@@ -238,6 +263,14 @@ void register_serve(CLI::App& app) {
                 "Plan each step only after the previous one is read (default: the host prepares step N+1 while the "
                 "GPU runs step N)");
   add_limit_options(cmd, *f);
+  cmd->add_option("--allowed-origins", f->allowed_origins,
+                  "Browser origins allowed to call the API (CORS), a JSON list ('[\"*\"]', vLLM's form) or comma-separated; "
+                  "default: none (only the server's own page)");
+  cmd->add_option("--allowed-methods", f->allowed_methods, "Methods allowed cross-origin (CORS), as --allowed-origins")
+      ->default_val("*");
+  cmd->add_option("--allowed-headers", f->allowed_headers, "Request headers allowed cross-origin (CORS), as --allowed-origins")
+      ->default_val("*");
+  cmd->add_flag("--allow-credentials", f->allow_credentials, "Allow cross-origin requests with credentials (CORS)");
   cmd->add_option("--max-waiting-requests", f->max_waiting_requests,
                   "Requests waiting for a seat at most; beyond: 503 with Retry-After (0: unbounded)")
       ->default_val(1024)->check(CLI::NonNegativeNumber);

@@ -41,6 +41,7 @@ void release_sequence(PlanState& st, BlockManager& blocks, Sequence& s) {
 void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::vector<Chunk>& chunks) {
   chunks.clear();
   int64_t budget = lim.max_num_batched_tokens;
+  const int64_t preemptions_before = st.preemptions;
   // Running sequences, oldest first; the newest give way when blocks run out.
   for (size_t i = 0; i < st.running.size() && budget > 0;) {
     Sequence& s = *st.running[i];
@@ -60,8 +61,11 @@ void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::
     budget -= n;
     ++i;
   }
-  // Admission: waiting requests in order while there is budget, a seat and blocks for the chunk.
-  while (budget > 0 && !st.waiting.empty() && int(st.running.size()) < lim.max_num_seqs && !st.free_slots.empty()) {
+  // Admission: waiting requests in order while there is budget, a seat and blocks for the chunk;
+  // none in a step that had to preempt (the victim would be admitted straight back and preempted
+  // again next step), unless nothing runs.
+  const bool preempted = st.preemptions != preemptions_before;
+  while (budget > 0 && (!preempted || st.running.empty()) && !st.waiting.empty() && int(st.running.size()) < lim.max_num_seqs && !st.free_slots.empty()) {
     Sequence& s = *st.waiting.front();
     if (s.pending > 0) break;  // preempted with samples in flight: its tokens are read first
     int64_t cached = 0;

@@ -78,7 +78,9 @@ void release_sequence(PlanState& st, BlockManager& blocks, Sequence& s);
 // most the budget left; none once fully_scheduled), then waiting ones admitted while blocks,
 // budget and seats allow (a sequence whose sampled tokens are not read yet waits for them; a new one
 // is admitted only if the watermark stays free, unless nothing runs). When a
-// running sequence cannot get blocks, the newest running sequence is preempted. A request admitted
+// running sequence cannot get blocks, the newest running sequence is preempted, and nothing is
+// admitted in that step unless nothing runs (a victim admitted straight back would be preempted
+// again). A request admitted
 // with nothing computed starts after its longest cached prefix (prefix caching).
 void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::vector<Chunk>& chunks);
 

@@ -65,6 +65,10 @@ ApiError context_length_exceeded(int max_model_len, int64_t prompt_tokens, int64
   return {.status = 400, .message = std::move(msg), .param = "messages", .code = "context_length_exceeded"};
 }
 
+ApiError client_closed() {
+  return {.status = 499, .message = "The client closed the connection before the request ran.", .type = "cancelled"};
+}
+
 ApiError model_not_found(const std::string& model) {
   return {.status = 404, .message = fmt::format("The model `{}` does not exist.", model), .param = "model",
           .code = "model_not_found"};

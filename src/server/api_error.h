@@ -38,5 +38,6 @@ ApiError model_not_found(const std::string& model);
 ApiError unauthorized();
 ApiError server_error(std::string message);
 ApiError overloaded(std::string message);  // 503, Retry-After: 1
+ApiError client_closed();                  // 499: the client left before its request ran (nobody reads it)
 
 }  // namespace mx::server

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "server/generation.h"
+#include "server/http_front.h"
 #include "tokenizer/openai_chat.h"
 
 namespace mx::server {
@@ -72,8 +73,14 @@ std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ServerContext
   if (auto e = apply_response_format(body, *prompt)) return *e;
   auto rendered = harmony::render_for_completion(prompt->messages, harmony::Role::Assistant);
   if (!rendered.ok()) return bad_request(rendered.status(), "messages");
+  // Schemas render larger than they were sent (indentation): bound the text before encoding it.
+  if (rendered->text_bytes() > ctx.args.max_prompt_bytes)
+    return bad_request(fmt::format("The rendered prompt has {} bytes; at most {} are accepted (--max-prompt-bytes).",
+                                   rendered->text_bytes(), ctx.args.max_prompt_bytes), "messages");
+  if (client_gone()) return client_closed();  // rendering took long enough for the client to leave
   auto ids = rendered->tokens(*ctx.tok);
   if (!ids.ok()) return bad_request(ids.status(), "messages");
+  if (client_gone()) return client_closed();
   return std::move(ids).value();
 }
 

@@ -11,11 +11,27 @@ void handle_health(ServerContext& ctx, const httplib::Request&, httplib::Respons
   res.status = 200;
 }
 
+namespace {
+Json model_object(const ServerContext& ctx) {
+  return {{"id", ctx.args.served_model_name}, {"object", "model"}, {"created", ctx.created},
+          {"owned_by", "mxserve"}, {"root", ctx.engine->model().path.string()}, {"parent", nullptr},
+          {"max_model_len", ctx.engine->max_model_len()}};
+}
+}  // namespace
+
 void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  Json m = {{"id", ctx.args.served_model_name}, {"object", "model"}, {"created", ctx.created},
-            {"owned_by", "mxserve"}, {"root", ctx.engine->model().path.string()}, {"parent", nullptr},
-            {"max_model_len", ctx.engine->max_model_len()}};
-  send_json(res, 200, {{"object", "list"}, {"data", Json::array({m})}});
+  send_json(res, 200, {{"object", "list"}, {"data", Json::array({model_object(ctx)})}});
+}
+
+void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  if (id != ctx.args.served_model_name) {
+    ApiError e{.status = 404, .message = "The model '" + id + "' does not exist; this server serves '" +
+                                         ctx.args.served_model_name + "'.",
+               .param = "model", .code = "model_not_found"};
+    return send_error(res, e);
+  }
+  send_json(res, 200, model_object(ctx));
 }
 
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {

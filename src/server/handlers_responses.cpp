@@ -46,8 +46,10 @@ class OutputBuilder {
     return out;
   }
 
-  std::string close() {
+  // Closes the open item; `truncated` (max_output_tokens reached) marks a message or call incomplete.
+  std::string close(bool truncated = false) {
     if (open_ == Kind::None) return "";
+    const char* status = truncated ? "incomplete" : "completed";
     std::string out;
     const size_t idx = output.size();
     const Json id = item_["id"];
@@ -61,11 +63,11 @@ class OutputBuilder {
       out += event("response.output_text.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"text", text_}, {"logprobs", Json::array()}});
       out += event("response.content_part.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"part", part}});
       item_["content"] = Json::array({part});
-      item_["status"] = "completed";
+      item_["status"] = status;
     } else {
       out += event("response.function_call_arguments.done", {{"item_id", id}, {"output_index", idx}, {"arguments", text_}});
       item_["arguments"] = text_;
-      item_["status"] = "completed";
+      item_["status"] = status;
     }
     out += event("response.output_item.done", {{"output_index", idx}, {"item", item_}});
     output.push_back(std::move(item_));
@@ -160,7 +162,7 @@ std::string finish(ResponseRun& run) {
   run.decoder->finish(deltas);
   std::string out;
   for (const ChatDelta& d : deltas) out += run.builder.on_delta(d);
-  return out + run.builder.close();
+  return out + run.builder.close(run.choices[0].reason == FinishReason::Length);
 }
 
 std::string final_status(const ResponseRun& run) {

@@ -20,7 +20,9 @@ bool key_matches(std::string_view authorization, std::string_view key) {
 }
 
 std::optional<ApiError> check_api_key(const httplib::Request& req, const std::string& key) {
-  if (key.empty() || is_open_route(req.path)) return std::nullopt;
+  // OPTIONS does no work (it lists methods, or answers a CORS preflight, which browsers send
+  // without credentials).
+  if (key.empty() || req.method == "OPTIONS" || is_open_route(req.path)) return std::nullopt;
   // Read the header itself: Request::get_header_value goes through a C string, so a value with a
   // NUL byte ("Bearer <key>\0junk") would be cut at the NUL.
   const auto [first, last] = req.headers.equal_range("Authorization");

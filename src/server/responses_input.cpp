@@ -3,6 +3,8 @@
 // tools, tool_choice, reasoning.effort and text.format become their chat forms.
 #include "server/responses_input.h"
 
+#include <algorithm>
+#include <optional>
 #include <set>
 
 namespace mx::server {
@@ -15,6 +17,24 @@ std::string text_of(const Json& content) {
     for (const Json& part : content)
       if (part.is_object() && part.contains("text") && part["text"].is_string()) out += part["text"].get<std::string>();
   return out;
+}
+
+// Content parts gpt-oss can read are text; an image, file or audio part is a clear 400, not dropped.
+std::optional<ApiError> check_text_parts(const Json& content, const std::string& where) {
+  if (!content.is_array()) return std::nullopt;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const Json& part = content[j];
+    const std::string at = where + "[" + std::to_string(j) + "]";
+    if (!part.is_object()) return bad_request("'" + at + "' must be a content part object", "input");
+    const auto type = part.find("type");
+    const std::string t = type != part.end() && type->is_string() ? type->get<std::string>() : "";
+    static constexpr std::string_view kText[] = {"input_text", "output_text", "text", "summary_text", "reasoning_text"};
+    if (std::find(std::begin(kText), std::end(kText), t) == std::end(kText))
+      return bad_request("'" + at + "' is a '" + t + "' part: gpt-oss reads text only (input_text, output_text)", "input");
+    const auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) return bad_request("'" + at + "' has no string text", "input");
+  }
+  return std::nullopt;
 }
 
 // item[key] as a string: `fallback` when absent or null, a 400 naming `where` for another type.
@@ -62,6 +82,7 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
       const Json content = item.value("content", Json(""));
       if (!content.is_string() && !content.is_array())
         return bad_request("'" + where + ".content' must be a string or a list of content parts", "input");
+      if (auto e = check_text_parts(content, where + ".content")) return *e;
       Json m = {{"role", role}, {"content", text_of(content)}};
       if (role == "assistant" && reasoning) m["reasoning_content"] = *std::exchange(reasoning, std::nullopt);
       messages.push_back(std::move(m));
@@ -90,9 +111,12 @@ std::variant<Json, ApiError> input_to_messages(const Json& body) {
       MX_STR_FIELD(call_id, item, "call_id", where);
       if (!call_ids.contains(call_id))
         return bad_request("'" + where + ".call_id' matches no earlier function_call item", "input");
+      // A string, or (newer clients) a list of content parts: their text, concatenated.
       const Json out = item.value("output", Json(""));
+      if (out.is_array())
+        if (auto e = check_text_parts(out, where + ".output")) return *e;
       messages.push_back({{"role", "tool"}, {"tool_call_id", call_id},
-                          {"content", out.is_string() ? out.get<std::string>() : out.dump()}});
+                          {"content", out.is_string() || out.is_array() ? text_of(out) : out.dump()}});
     } else {
       return bad_request("unsupported input item type '" + type + "'", "input");
     }

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/log.h"
+#include "server/cors.h"
 #include "server/handlers.h"
 #include "server/http_front.h"
 #include "server/request_checks.h"
@@ -55,14 +56,32 @@ void Server::add_routes() {
   http_->Get("/health", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_health(ctx, req, res); });
   http_->Get("/", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_web_page(ctx, req, res); });
   http_->Get("/v1/models", gated(handle_models));
+  http_->Get(R"(/v1/models/(.+))", gated(handle_model));
   http_->Post("/v1/chat/completions", gated(handle_chat));
   http_->Post("/v1/completions", gated(handle_completions));
   http_->Post("/v1/responses", gated(handle_responses));
   http_->Post("/tokenize", gated(handle_tokenize));
   http_->Post("/detokenize", gated(handle_detokenize));
   http_->Get("/metrics", gated(handle_metrics));
-  // Before the body is read: a refused request costs no parsing.
+  // OPTIONS that is not a CORS preflight (those are answered before routing).
+  http_->Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Allow", "GET, POST, OPTIONS");
+  });
+  // Before the body is read: a refused request costs no parsing. Every response carries the
+  // request id and, for an allowed origin, the CORS headers; a preflight needs no API key.
   http_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Request-Id", request_id_for(req.get_header_value("X-Request-Id")));
+    const std::string origin = req.get_header_value("Origin");
+    if (req.method == "OPTIONS" && !origin.empty() && req.has_header("Access-Control-Request-Method")) {
+      const Preflight p = answer_preflight(ctx.args.cors, origin, req.get_header_value("Access-Control-Request-Method"),
+                                           req.get_header_value("Access-Control-Request-Headers"));
+      for (const Header& h : p.headers) res.set_header(h.name, h.value);
+      if (p.error) send_error(res, *p.error);
+      res.status = p.status;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    for (const Header& h : cors_headers(ctx.args.cors, origin)) res.set_header(h.name, h.value);
     auto e = check_api_key(req, ctx.args.api_key);
     if (!e) e = check_content_type(req);
     if (!e) return httplib::Server::HandlerResponse::Unhandled;

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "runtime/scheduler.h"
 #include "server/api_error.h"
+#include "server/cors.h"
 #include "server/http_limits.h"
 #include "server/inflight.h"
 #include "server/metrics.h"
@@ -33,7 +34,9 @@ struct ServerArgs {
   std::string served_model_name;  // the name clients send as "model"
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting of a request body (--max-json-depth)
   int max_tools = 128;                        // functions offered in one request (--max-tools), as OpenAI
+  size_t max_prompt_bytes = 32u << 20;        // rendered chat prompt text, before encoding (--max-prompt-bytes)
   HttpLimits http;             // connections, header and body sizes, deadlines (http_limits.h)
+  CorsPolicy cors;             // browser origins allowed to call the API (cors.h)
   int shutdown_timeout_s = 20;  // on stop, in-flight requests get this long before they are cancelled
 };
 

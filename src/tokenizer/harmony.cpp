@@ -113,6 +113,12 @@ std::string Rendered::str() const {
   return out;
 }
 
+size_t Rendered::text_bytes() const {
+  size_t n = 0;
+  for (const Piece& p : pieces_) n += p.text.size();
+  return n;
+}
+
 Result<std::vector<int32_t>> Rendered::tokens(const Tokenizer& tok) const {
   std::vector<int32_t> ids;
   for (const Piece& p : pieces_) {

@@ -105,6 +105,7 @@ class Rendered {
   void pop_marker(Marker m);           // removes the last piece if it is marker m
 
   std::string str() const;  // markers written as "<|start|>" etc.
+  size_t text_bytes() const;  // bytes of text, markers not counted
   // Markers become their ids; text is encoded with special tokens treated as text.
   Result<std::vector<int32_t>> tokens(const Tokenizer& tok) const;
 

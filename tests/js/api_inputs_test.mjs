@@ -170,5 +170,20 @@ test('echo works; suffix, best_of, chat text/functions and non-function tools ar
     modalities: ['text'] })).status, 200);
 });
 
+test('a prompt that renders past --max-prompt-bytes is a clear 400 before it is encoded', async ({ base }) => {
+  // 40 KB of JSON in the body, rendered as an indented tool namespace past the 16 KB limit.
+  const properties = Object.fromEntries(Array.from({ length: 600 }, (_, i) => [`field_${i}`,
+    { type: 'object', properties: { inner: { type: 'string', description: 'nested' } } }]));
+  const body = { model: 'demo', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1,
+    tools: [{ type: 'function', function: { name: 'wide', parameters: { type: 'object', properties } } }] };
+  for (const route of ['/v1/chat/completions', '/tokenize']) {
+    const r = await post(base, route, body);
+    assert.equal(r.status, 400, route);
+    assert.match(r.json.error.message, /rendered prompt has \d+ bytes; at most 16384 .*--max-prompt-bytes/);
+  }
+  const small = await post(base, '/v1/chat/completions', { ...body, tools: [tool] });
+  assert.equal(small.status, 200);
+});
+
 await runSuite({ binary, tests, timeoutMs: 170_000, args: ['--served-model-name', 'demo', '-c', '2048',
-  '--num-gpu-blocks-override', '512', '--enable-prefix-caching'] });
+  '--num-gpu-blocks-override', '512', '--enable-prefix-caching', '--max-prompt-bytes', '16384'] });

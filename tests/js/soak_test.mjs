@@ -54,6 +54,10 @@ async function streamedContent(res) {
   return text;
 }
 
+const deepTools = JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: {
+  name: 'f', parameters: JSON.parse('{"type":"array","items":'.repeat(3000) + '{}' + '}'.repeat(3000)) } }] }).replace(/\s/g, '');
+const badTool = JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'text', text: 5 }] }], max_tokens: 2,
+  tools: [{ type: 'function', function: { name: 'x<|start|>y', parameters: { type: 'object' } } }] });
 // Hostile requests from #27: each must get a 4xx (or be dropped), never a 5xx or a hang.
 const hostile = (port) => [
   () => rawHttp(port, 'POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{"messages"'),
@@ -69,6 +73,12 @@ const hostile = (port) => [
   () => rawHttp(port, 'POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\n{"input":"x"}'),
   () => rawHttp(port, `POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 47\r\n\r\n` +
     '{"input":"hi","reasoning":null,"stream":"yes"}x'),
+  () => rawHttp(port, 'POST /v1/responses HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/json\r\n' +
+    'Content-Length: 67\r\n\r\n{"input":"hi","reasoning":null,"stream":true,"max_output_tokens":4}'),  // #27 item 2 (aborted the server)
+  () => rawHttp(port, 'POST /tokenize HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/json\r\n' +
+    `Content-Length: ${deepTools.length}\r\n\r\n${deepTools}`),  // #27 item 1: a deep tool schema (stack overflow before)
+  () => rawHttp(port, 'POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/json\r\n' +
+    `Content-Length: ${badTool.length}\r\n\r\n${badTool}`),  // #27 items 6, 9: a wrong nested type, a tool name that shapes the prompt
   () => rawHttp(port, `GET /v1/models HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer x\0y\r\n\r\n`),
 ];
 
