@@ -15,13 +15,22 @@ Result<ChatDecoder> ChatDecoder::create(std::shared_ptr<const Tokenizer> tok, st
 StopHit ChatDecoder::push(int32_t id, std::vector<ChatDelta>& out) {
   if (stopped_) return StopHit::Yes;
   (void)parser_.push(id);  // lenient: never an error
+  ++message_tokens_;
+  count_completed_message();
   return collect(out);
 }
 
 void ChatDecoder::finish(std::vector<ChatDelta>& out) {
   if (stopped_) return;
   (void)parser_.finish();
+  count_completed_message();
   collect(out);
+}
+
+void ChatDecoder::count_completed_message() {
+  if (!parser_.last_push_completed_message() || parser_.messages().empty()) return;
+  if (parser_.messages().back().channel == "analysis") reasoning_tokens_ += message_tokens_;
+  message_tokens_ = 0;
 }
 
 StopHit ChatDecoder::collect(std::vector<ChatDelta>& out) {

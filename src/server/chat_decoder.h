@@ -35,6 +35,9 @@ class ChatDecoder {
   // Non-streaming result (tool call ids as streamed).
   openai::ChatOutput output(openai::StopReason stop) const;
   int tool_calls() const { return int(tool_ids_.size()); }
+  // Generated tokens of analysis-channel messages (their header and end tokens included), the
+  // usage's reasoning_tokens; a message cut by the end of the stream counts once finish() ran.
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
 
  private:
   explicit ChatDecoder(harmony::StreamParser p, std::vector<std::string> stop)
@@ -50,6 +53,9 @@ class ChatDecoder {
   size_t message_index_ = SIZE_MAX;  // messages().size() while reading the current message
   size_t streamed_ = 0;              // bytes of it streamed so far
   bool stopped_ = false;
+  int64_t message_tokens_ = 0;  // tokens fed since the last completed message
+  int64_t reasoning_tokens_ = 0;
+  void count_completed_message();
 };
 
 }  // namespace mx::server

@@ -15,11 +15,13 @@ namespace {
 
 using openai::DeltaKind;
 
-Json usage_json(size_t prompt_tokens, const std::vector<Choice>& choices) {
+Json usage_json(size_t prompt_tokens, const std::vector<Choice>& choices, const std::vector<ChatDecoder>& decoders) {
   size_t completion = 0;
+  int64_t reasoning = 0;
   for (const Choice& c : choices) completion += c.tokens.size();
+  for (const ChatDecoder& d : decoders) reasoning += d.reasoning_tokens();
   return {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens + completion},
-          {"completion_tokens", completion}};
+          {"completion_tokens", completion}, {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
 }
 
 const char* finish_name(const Choice& c, const ChatDecoder& d) {
@@ -127,7 +129,7 @@ void stream_response(ServerContext& ctx, std::shared_ptr<ChatRun> run, httplib::
     if (all_finished(run->choices)) {
       if (run->sr.include_usage) {
         Json u = {{"id", run->id}, {"object", "chat.completion.chunk"}, {"created", run->created},
-                  {"model", run->model}, {"choices", Json::array()}, {"usage", usage_json(run->prompt_tokens, run->choices)}};
+                  {"model", run->model}, {"choices", Json::array()}, {"usage", usage_json(run->prompt_tokens, run->choices, run->decoders)}};
         out += sse_data(u.dump());
       }
       out += "data: [DONE]\n\n";
@@ -172,7 +174,7 @@ void whole_response(ServerContext& ctx, ChatRun& run, httplib::Response& res) {
     choices.push_back(std::move(choice));
   }
   Json body = {{"id", run.id}, {"object", "chat.completion"}, {"created", run.created}, {"model", run.model},
-               {"choices", std::move(choices)}, {"usage", usage_json(run.prompt_tokens, run.choices)}};
+               {"choices", std::move(choices)}, {"usage", usage_json(run.prompt_tokens, run.choices, run.decoders)}};
   if (run.sr.return_token_ids) body["prompt_token_ids"] = run.prompt_ids;
   send_json(res, 200, body);
 }

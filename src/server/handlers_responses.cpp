@@ -136,7 +136,7 @@ Json response_json(const ServerContext& ctx, const ResponseRun& run, const std::
   if (status != "in_progress") {
     const size_t out = run.choices.empty() ? 0 : run.choices[0].tokens.size();
     r["usage"] = {{"input_tokens", run.prompt_ids.size()}, {"input_tokens_details", {{"cached_tokens", 0}}},
-                  {"output_tokens", out}, {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"output_tokens", out}, {"output_tokens_details", {{"reasoning_tokens", run.decoder ? run.decoder->reasoning_tokens() : 0}}},
                   {"total_tokens", run.prompt_ids.size() + out}};
   } else {
     r["usage"] = nullptr;

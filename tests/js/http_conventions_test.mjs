@@ -139,6 +139,18 @@ test('a response cut by max_output_tokens is incomplete, and so is its last mess
   assert.fail('no response ended with a cut message or call item');
 });
 
+test('usage counts reasoning tokens (chat and responses), never more than the output', async ({ base }) => {
+  const r = await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { ...json, ...auth },
+    body: JSON.stringify({ ...chat, max_tokens: 24 }) });
+  const u = (await r.json()).usage;
+  assert.ok(Number.isInteger(u.completion_tokens_details.reasoning_tokens));
+  assert.ok(u.completion_tokens_details.reasoning_tokens >= 0 && u.completion_tokens_details.reasoning_tokens <= u.completion_tokens);
+  const resp = await responses(base, { input: 'hi', max_output_tokens: 24 });
+  const ru = resp.body.usage;
+  assert.ok(Number.isInteger(ru.output_tokens_details.reasoning_tokens));
+  assert.ok(ru.output_tokens_details.reasoning_tokens >= 0 && ru.output_tokens_details.reasoning_tokens <= ru.output_tokens);
+});
+
 await runSuite({ binary, tests, timeoutMs: 120_000, args: ['--served-model-name', 'demo', '-c', '1024',
   '--api-key', KEY, '--allowed-origins', `["${ORIGIN}"]`, '--allowed-methods', 'GET,POST',
   '--allowed-headers', '["authorization","content-type"]'] });

@@ -92,3 +92,34 @@ TEST(ChatDecoder, TextWithoutHeaderIsContentAtTheEnd) {
 
 }  // namespace
 }  // namespace mx::server
+
+namespace mx::server {
+namespace {
+
+// reasoning_tokens: the tokens of each analysis message (its header and <|end|>), counted from
+// the encoded pieces, whether the analysis comes first, twice, or is cut by the end of the stream.
+TEST(ChatDecoder, ReasoningTokensCountTheAnalysisMessages) {
+  MX_REQUIRE_GPTOSS_TOKENIZER(tok);
+  const auto count = [&](const std::string& text) {
+    auto ids = tok->encode(text, SpecialTokens::Allow);
+    EXPECT_TRUE(ids.ok());
+    return int64_t(ids->size());
+  };
+  const std::string a1 = "<|channel|>analysis<|message|>User greets. Reply politely.<|end|>";
+  const std::string a2 = "<|start|>assistant<|channel|>analysis<|message|>Second thought.<|end|>";
+  const std::string call = "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>";
+  const std::string fin = "<|start|>assistant<|channel|>final<|message|>Hello there!<|return|>";
+  const std::string cut = "<|start|>assistant<|channel|>analysis<|message|>Still thinking about";
+  ChatDecoder* dec = nullptr;
+  decode(*tok, tok, a1 + fin, {}, &dec);
+  EXPECT_EQ(dec->reasoning_tokens(), count(a1));
+  decode(*tok, tok, a1 + a2 + call, {}, &dec);
+  EXPECT_EQ(dec->reasoning_tokens(), count(a1) + count(a2));
+  decode(*tok, tok, a1 + cut, {}, &dec);
+  EXPECT_EQ(dec->reasoning_tokens(), count(a1) + count(cut));
+  decode(*tok, tok, "<|channel|>final<|message|>No reasoning at all.<|return|>", {}, &dec);
+  EXPECT_EQ(dec->reasoning_tokens(), 0);
+}
+
+}  // namespace
+}  // namespace mx::server
