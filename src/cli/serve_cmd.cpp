@@ -34,6 +34,7 @@ struct ServeFlags {
   server::HttpLimits http;
   std::string allowed_origins, allowed_methods = "*", allowed_headers = "*";  // CORS (cors.h)
   bool allow_credentials = false;
+  server::ResponseStoreLimits responses_store;
   int shutdown_timeout = 20;
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = false;
@@ -137,7 +138,7 @@ Status serve(ServeFlags f) {
   server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
                       .max_json_depth = f.max_json_depth, .max_tools = f.max_tools,
                       .max_prompt_bytes = f.max_prompt_bytes, .http = f.http,
-                      .cors = std::move(cors), .shutdown_timeout_s = f.shutdown_timeout});
+                      .cors = std::move(cors), .responses_store = f.responses_store, .shutdown_timeout_s = f.shutdown_timeout});
   log_limits(f);
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device));
@@ -271,6 +272,11 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--allowed-headers", f->allowed_headers, "Request headers allowed cross-origin (CORS), as --allowed-origins")
       ->default_val("*");
   cmd->add_flag("--allow-credentials", f->allow_credentials, "Allow cross-origin requests with credentials (CORS)");
+  cmd->add_option("--responses-store-bytes", f->responses_store.max_bytes,
+                  "Memory for stored /v1/responses (previous_response_id, GET /v1/responses/{id}), oldest evicted first; 0: store none")
+      ->default_val(f->responses_store.max_bytes);
+  cmd->add_option("--responses-store-ttl", f->responses_store.ttl_s, "Seconds a stored response is kept")
+      ->default_val(f->responses_store.ttl_s)->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--max-waiting-requests", f->max_waiting_requests,
                   "Requests waiting for a seat at most; beyond: 503 with Retry-After (0: unbounded)")
       ->default_val(1024)->check(CLI::NonNegativeNumber);

@@ -10,7 +10,7 @@
 namespace mx::server {
 namespace {
 
-constexpr const char* kServedMethods = "GET, POST, OPTIONS";
+constexpr const char* kServedMethods = "GET, POST, DELETE, OPTIONS";
 constexpr int kPreflightMaxAgeS = 600;
 
 std::string trim(std::string s) {

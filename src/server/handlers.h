@@ -16,6 +16,8 @@ void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Re
 void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_response_get(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);     // /v1/responses/{id}
+void handle_response_delete(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);  // /v1/responses/{id}
 void handle_web_page(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace mx::server

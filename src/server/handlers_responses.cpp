@@ -1,6 +1,8 @@
-// POST /v1/responses: input items (message, reasoning, function_call, function_call_output) become
-// a chat body for the chat pipeline; the output deltas become output items (reasoning, message,
-// function_call), returned whole or streamed as response.* events.
+// POST /v1/responses: input items (message, reasoning, function_call, function_call_output; after
+// the stored state is applied: response_store.h) become a chat body for the chat pipeline; the
+// output deltas become output items (reasoning, message, function_call), returned whole or
+// streamed as response.* events, and the finished response is stored unless `store` is false.
+// GET and DELETE /v1/responses/{id} read and forget stored responses.
 #include "server/chat_decoder.h"
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -20,6 +22,7 @@ class OutputBuilder {
  public:
   Json output = Json::array();
   int seq = 0;
+  const Sealer* sealer = nullptr;  // set: reasoning items carry their text sealed (include: reasoning.encrypted_content)
 
   std::string event(const std::string& type, Json data) {
     Json e = {{"type", type}, {"sequence_number", seq++}};
@@ -58,6 +61,7 @@ class OutputBuilder {
       out += event("response.reasoning_text.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"text", text_}});
       out += event("response.content_part.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"part", part}});
       item_["content"] = Json::array({part});
+      if (sealer) item_["encrypted_content"] = sealer->seal(text_);
     } else if (open_ == Kind::Message) {
       Json part = {{"type", "output_text"}, {"text", text_}, {"annotations", Json::array()}, {"logprobs", Json::array()}};
       out += event("response.output_text.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"text", text_}, {"logprobs", Json::array()}});
@@ -106,7 +110,9 @@ class OutputBuilder {
 struct ResponseRun {
   std::string id = random_id("resp_");
   int64_t created = unix_now();
-  Json request;  // the original body (echoed fields)
+  Json request;  // the body (echoed fields), its input expanded by the stored state
+  Json items;    // the conversation's input items, stored with the output
+  bool store = true;
   SamplingRequest sr;
   std::vector<int32_t> prompt_ids;
   std::vector<Choice> choices;  // one
@@ -124,7 +130,8 @@ Json response_json(const ServerContext& ctx, const ResponseRun& run, const std::
   r["model"] = ctx.args.served_model_name;
   r["output"] = status == "in_progress" ? Json::array() : run.builder.output;
   r["parallel_tool_calls"] = false;
-  r["previous_response_id"] = nullptr;
+  r["previous_response_id"] = run.request.value("previous_response_id", Json(nullptr));
+  r["store"] = run.store;
   const Json* reasoning = run.request.contains("reasoning") ? &run.request["reasoning"] : nullptr;
   const bool effort = reasoning && reasoning->is_object() && reasoning->contains("effort") && (*reasoning)["effort"].is_string();
   r["reasoning"] = {{"effort", effort ? (*reasoning)["effort"] : Json("medium")}, {"summary", nullptr}};
@@ -169,6 +176,37 @@ std::string final_status(const ResponseRun& run) {
   return run.choices[0].reason == FinishReason::Length ? "incomplete" : "completed";
 }
 
+// A finished response and its conversation (input items, then the output items), unless store: false.
+void store_response(ServerContext& ctx, const ResponseRun& run, const Json& response) {
+  if (!run.store) return;
+  Json items = run.items;
+  for (const Json& it : run.builder.output) items.push_back(it);
+  ctx.responses->put(run.id, response, std::move(items));
+}
+
+// store (boolean, default true) and include (a list; "reasoning.encrypted_content" is the one
+// value this server produces: others are refused, not ignored).
+std::optional<ApiError> read_state_fields(ServerContext& ctx, ResponseRun& run) {
+  const Json& body = run.request;
+  if (auto it = body.find("store"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad_request("'store' must be a boolean", "store");
+    run.store = it->get<bool>();
+  }
+  if (auto it = body.find("include"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) return bad_request("'include' must be a list of strings", "include");
+    for (const Json& v : *it) {
+      if (!v.is_string()) return bad_request("'include' must be a list of strings", "include");
+      if (v != "reasoning.encrypted_content")
+        return bad_request("'include' value '" + v.get<std::string>() +
+                               "' is not supported; this server supports 'reasoning.encrypted_content'", "include");
+      run.builder.sealer = &ctx.responses->sealer();
+    }
+  }
+  if (auto e = ctx.responses->expand_input(run.request)) return e;
+  if (auto in = run.request.find("input"); in != run.request.end() && in->is_array()) run.items = *in;
+  return std::nullopt;
+}
+
 void stream_response(ServerContext& ctx, std::shared_ptr<ResponseRun> run, httplib::Response& res) {
   serve_stream(ctx, res, run, [&ctx, run](std::string& out) {
     if (!run->started) {
@@ -187,8 +225,9 @@ void stream_response(ServerContext& ctx, std::shared_ptr<ResponseRun> run, httpl
         out += run->builder.event("response.failed", {{"response", r}});
       } else {
         const std::string status = final_status(*run);
-        out += run->builder.event(status == "completed" ? "response.completed" : "response.incomplete",
-                                  {{"response", response_json(ctx, *run, status)}});
+        Json r = response_json(ctx, *run, status);
+        store_response(ctx, *run, r);
+        out += run->builder.event(status == "completed" ? "response.completed" : "response.incomplete", {{"response", r}});
       }
       record_metrics(ctx, run->choices);
       run->done = true;
@@ -208,6 +247,7 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   if (!ctx.tok) return send_error(res, bad_request("this model has no tokenizer.json"));
   if (auto e = parse_sampling(body, Endpoint::Responses, run->sr)) return send_error(res, *e);
   run->sr.n = 1;
+  if (auto e = read_state_fields(ctx, *run)) return send_error(res, *e);
   auto chat = responses_to_chat_body(body);
   if (auto* e = std::get_if<ApiError>(&chat)) return send_error(res, *e);
   if (auto e = prepare_chat_prompt(ctx, std::get<Json>(chat), run->sr, run->prompt_ids)) {
@@ -229,7 +269,23 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   const Choice& c = run->choices[0];
   if (c.reason == FinishReason::Error || c.reason == FinishReason::Cancelled)
     return send_error(res, server_error(c.error.empty() ? "the request was cancelled" : c.error));
-  send_json(res, 200, response_json(ctx, *run, final_status(*run)));
+  const Json r = response_json(ctx, *run, final_status(*run));
+  store_response(ctx, *run, r);
+  send_json(res, 200, r);
+}
+
+void handle_response_get(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  auto r = ctx.responses->response(id);
+  if (!r) return send_error(res, {.status = 404, .message = "Response with id '" + id + "' not found.", .code = "not_found"});
+  send_json(res, 200, *r);
+}
+
+void handle_response_delete(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  if (!ctx.responses->erase(id))
+    return send_error(res, {.status = 404, .message = "Response with id '" + id + "' not found.", .code = "not_found"});
+  send_json(res, 200, {{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
 }
 
 }  // namespace mx::server

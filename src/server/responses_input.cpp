@@ -137,9 +137,6 @@ std::optional<ApiError> check_reasoning(const Json& body) {
 }  // namespace
 
 std::variant<Json, ApiError> responses_to_chat_body(const Json& body) {
-  if (body.contains("previous_response_id") && !body["previous_response_id"].is_null())
-    return bad_request("'previous_response_id' is not supported: this server does not store responses; send the "
-                       "whole conversation as input", "previous_response_id");
   if (auto e = check_reasoning(body)) return *e;
   auto messages = input_to_messages(body);
   if (auto* e = std::get_if<ApiError>(&messages)) return *e;

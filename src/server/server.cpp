@@ -38,6 +38,7 @@ std::string random_id(const std::string& prefix) {
 Server::Server(ServerArgs args) {
   ctx_.args = std::move(args);
   ctx_.created = unix_now();
+  ctx_.responses = std::make_unique<ResponseStore>(ctx_.args.responses_store);
   http_ = std::make_unique<HttpFront>(ctx_.args.http);
 }
 
@@ -60,13 +61,15 @@ void Server::add_routes() {
   http_->Post("/v1/chat/completions", gated(handle_chat));
   http_->Post("/v1/completions", gated(handle_completions));
   http_->Post("/v1/responses", gated(handle_responses));
+  http_->Get(R"(/v1/responses/([^/]+))", gated(handle_response_get));
+  http_->Delete(R"(/v1/responses/([^/]+))", gated(handle_response_delete));
   http_->Post("/tokenize", gated(handle_tokenize));
   http_->Post("/detokenize", gated(handle_detokenize));
   http_->Get("/metrics", gated(handle_metrics));
   // OPTIONS that is not a CORS preflight (those are answered before routing).
   http_->Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
     res.status = 204;
-    res.set_header("Allow", "GET, POST, OPTIONS");
+    res.set_header("Allow", "GET, POST, DELETE, OPTIONS");
   });
   // Before the body is read: a refused request costs no parsing. Every response carries the
   // request id and, for an allowed origin, the CORS headers; a preflight needs no API key.

@@ -16,6 +16,7 @@
 #include "server/inflight.h"
 #include "server/metrics.h"
 #include "server/request_params.h"
+#include "server/response_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -37,6 +38,7 @@ struct ServerArgs {
   size_t max_prompt_bytes = 32u << 20;        // rendered chat prompt text, before encoding (--max-prompt-bytes)
   HttpLimits http;             // connections, header and body sizes, deadlines (http_limits.h)
   CorsPolicy cors;             // browser origins allowed to call the API (cors.h)
+  ResponseStoreLimits responses_store;  // the Responses API's stored responses (response_store.h)
   int shutdown_timeout_s = 20;  // on stop, in-flight requests get this long before they are cancelled
 };
 
@@ -48,6 +50,7 @@ struct ServerContext {
   std::shared_ptr<const Tokenizer> tok;
   Metrics metrics;
   InflightRequests inflight;
+  std::unique_ptr<ResponseStore> responses;
   int64_t created = 0;  // unix seconds at start
 };
 

@@ -91,7 +91,7 @@ test('GET /v1/models/{id}: the served model, 404 model_not_found for another; op
 test('OPTIONS that is no preflight lists the methods', async ({ base }) => {
   const r = await fetch(base + '/v1/models', { method: 'OPTIONS' });
   assert.equal(r.status, 204);
-  assert.equal(r.headers.get('allow'), 'GET, POST, OPTIONS');
+  assert.equal(r.headers.get('allow'), 'GET, POST, DELETE, OPTIONS');
 });
 
 const responses = async (base, body) => {
@@ -149,6 +149,80 @@ test('usage counts reasoning tokens (chat and responses), never more than the ou
   const ru = resp.body.usage;
   assert.ok(Number.isInteger(ru.output_tokens_details.reasoning_tokens));
   assert.ok(ru.output_tokens_details.reasoning_tokens >= 0 && ru.output_tokens_details.reasoning_tokens <= ru.output_tokens);
+});
+
+const getJson = async (base, route, method = 'GET') => {
+  const r = await fetch(base + route, { method, headers: auth });
+  return { status: r.status, body: await r.json() };
+};
+
+test('stored responses: GET, previous_response_id continues the conversation, DELETE forgets', async ({ base }) => {
+  const first = await responses(base, { input: 'My name is Ada.', max_output_tokens: 4 });
+  assert.equal(first.status, 200);
+  assert.equal(first.body.store, true);
+  const got = await getJson(base, `/v1/responses/${first.body.id}`);
+  assert.equal(got.status, 200);
+  assert.deepEqual(got.body, first.body);
+  const next = await responses(base, { input: 'What is my name?', previous_response_id: first.body.id, max_output_tokens: 4 });
+  assert.equal(next.status, 200);
+  assert.equal(next.body.previous_response_id, first.body.id);
+  // The prompt is the earlier turn (its input and output items) and then the new input: the same
+  // as sending that whole conversation.
+  const whole = await responses(base, { input: [{ role: 'user', content: 'My name is Ada.' }, ...first.body.output,
+    { role: 'user', content: 'What is my name?' }], max_output_tokens: 4, store: false });
+  assert.equal(whole.status, 200);
+  assert.equal(next.body.usage.input_tokens, whole.body.usage.input_tokens);
+  const alone = await responses(base, { input: 'What is my name?', max_output_tokens: 4, store: false });
+  assert.ok(next.body.usage.input_tokens > alone.body.usage.input_tokens + 5);
+  const del = await getJson(base, `/v1/responses/${first.body.id}`, 'DELETE');
+  assert.deepEqual(del.body, { id: first.body.id, object: 'response.deleted', deleted: true });
+  assert.equal((await getJson(base, `/v1/responses/${first.body.id}`)).status, 404);
+  assert.equal((await getJson(base, `/v1/responses/${first.body.id}`, 'DELETE')).status, 404);
+  const gone = await responses(base, { input: 'x', previous_response_id: first.body.id });
+  assert.equal(gone.status, 400);
+  assert.equal(gone.body.error.code, 'previous_response_not_found');
+  const client = new OpenAI({ baseURL: base + '/v1', apiKey: KEY });  // the official client's calls
+  const viaClient = await client.responses.create({ model: 'demo', input: 'hi', max_output_tokens: 2 });
+  assert.equal((await client.responses.retrieve(viaClient.id)).id, viaClient.id);
+  await client.responses.delete(viaClient.id);
+  await assert.rejects(client.responses.retrieve(viaClient.id), (err) => err.status === 404);
+});
+
+test('store: false keeps nothing; item_reference expands stored items, unknown ones are 400 (reasoning dropped)', async ({ base }) => {
+  const off = await responses(base, { input: 'hi', store: false, max_output_tokens: 2 });
+  assert.equal(off.body.store, false);
+  assert.equal((await getJson(base, `/v1/responses/${off.body.id}`)).status, 404);
+  const on = await responses(base, { input: [{ type: 'message', id: 'msg_given1', role: 'user', content: 'Remember 42.' }], max_output_tokens: 2 });
+  assert.equal(on.status, 200);
+  const byRef = await responses(base, { input: [{ type: 'item_reference', id: 'msg_given1' }, { type: 'item_reference', id: 'rs_unknown' }] });
+  const byText = await responses(base, { input: [{ role: 'user', content: 'Remember 42.' }] });
+  assert.equal(byRef.status, 200);
+  assert.equal(byRef.body.usage.input_tokens, byText.body.usage.input_tokens);
+  const missing = await responses(base, { input: [{ type: 'item_reference', id: 'msg_unknown' }] });
+  assert.equal(missing.status, 400);
+  assert.equal(missing.body.error.code, 'item_not_found');
+  for (const bad of [{ store: 'yes' }, { include: 'reasoning.encrypted_content' }, { include: ['message.output_text.logprobs'] }]) {
+    const r = await responses(base, { input: 'hi', ...bad });
+    assert.equal(r.status, 400, JSON.stringify(bad));
+  }
+});
+
+test('include reasoning.encrypted_content: reasoning items carry a sealed blob; a forged one is a 400', async ({ base }) => {
+  for (let i = 0; i < 6; ++i) {
+    const r = await responses(base, { input: `Think step ${i}.`, include: ['reasoning.encrypted_content'], max_output_tokens: 16, temperature: 1, seed: i });
+    assert.equal(r.status, 200);
+    for (const it of r.body.output.filter((x) => x.type === 'reasoning')) {
+      assert.equal(typeof it.encrypted_content, 'string');
+      assert.ok(!it.encrypted_content.includes(it.content[0].text) || it.content[0].text === '');
+      const back = await responses(base, { input: [{ type: 'reasoning', id: it.id, summary: [], encrypted_content: it.encrypted_content },
+        { role: 'user', content: 'continue' }], store: false });
+      assert.equal(back.status, 200);
+    }
+  }
+  const forged = await responses(base, { input: [{ type: 'reasoning', summary: [], encrypted_content: Buffer.from('mx1' + 'x'.repeat(60)).toString('base64') },
+    { role: 'user', content: 'continue' }] });
+  assert.equal(forged.status, 400);
+  assert.match(forged.body.error.message, /encrypted_content/);
 });
 
 await runSuite({ binary, tests, timeoutMs: 120_000, args: ['--served-model-name', 'demo', '-c', '1024',

@@ -62,7 +62,7 @@ TEST(Cors, PreflightGrantsWhatIsAllowedAndRefusesTheRest) {
   const CorsPolicy wide{.origins = {"*"}};  // methods and headers "*": the served methods, the asked headers
   const Preflight w = answer_preflight(wide, "https://c.example", "POST", "authorization,x-stainless-os");
   EXPECT_EQ(w.status, 204);
-  EXPECT_EQ(header(w.headers, "Access-Control-Allow-Methods"), "GET, POST, OPTIONS");
+  EXPECT_EQ(header(w.headers, "Access-Control-Allow-Methods"), "GET, POST, DELETE, OPTIONS");
   EXPECT_EQ(header(w.headers, "Access-Control-Allow-Headers"), "authorization,x-stainless-os");
 }
 
