@@ -8,104 +8,12 @@
 #include "server/generation.h"
 #include "server/handlers.h"
 #include "server/responses_input.h"
+#include "server/responses_output.h"
 #include "server/sse.h"
 #include "server/stream_run.h"
 
 namespace mx::server {
 namespace {
-
-using openai::DeltaKind;
-
-
-// Turns chat deltas into output items and (when streaming) response.* events.
-class OutputBuilder {
- public:
-  Json output = Json::array();
-  int seq = 0;
-  const Sealer* sealer = nullptr;  // set: reasoning items carry their text sealed (include: reasoning.encrypted_content)
-
-  std::string event(const std::string& type, Json data) {
-    Json e = {{"type", type}, {"sequence_number", seq++}};
-    for (auto& [k, v] : data.items()) e[k] = v;
-    return sse_event(type, e.dump());
-  }
-
-  std::string on_delta(const ChatDelta& d) {
-    std::string out;
-    const Kind want = d.kind == DeltaKind::Reasoning ? Kind::Reasoning : d.kind == DeltaKind::ToolArguments ? Kind::Call : Kind::Message;
-    if (open_ != want || (want == Kind::Call && !d.tool_id.empty())) {
-      out += close();  // in this order: the closing events come first
-      out += open(want, d);
-    }
-    text_ += d.text;
-    if (d.text.empty()) return out;
-    const size_t idx = output.size();
-    if (want == Kind::Reasoning)
-      out += event("response.reasoning_text.delta", {{"item_id", item_["id"]}, {"output_index", idx}, {"content_index", 0}, {"delta", d.text}});
-    else if (want == Kind::Message)
-      out += event("response.output_text.delta", {{"item_id", item_["id"]}, {"output_index", idx}, {"content_index", 0}, {"delta", d.text}, {"logprobs", Json::array()}});
-    else
-      out += event("response.function_call_arguments.delta", {{"item_id", item_["id"]}, {"output_index", idx}, {"delta", d.text}});
-    return out;
-  }
-
-  // Closes the open item; `truncated` (max_output_tokens reached) marks a message or call incomplete.
-  std::string close(bool truncated = false) {
-    if (open_ == Kind::None) return "";
-    const char* status = truncated ? "incomplete" : "completed";
-    std::string out;
-    const size_t idx = output.size();
-    const Json id = item_["id"];
-    if (open_ == Kind::Reasoning) {
-      Json part = {{"type", "reasoning_text"}, {"text", text_}};
-      out += event("response.reasoning_text.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"text", text_}});
-      out += event("response.content_part.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"part", part}});
-      item_["content"] = Json::array({part});
-      if (sealer) item_["encrypted_content"] = sealer->seal(text_);
-    } else if (open_ == Kind::Message) {
-      Json part = {{"type", "output_text"}, {"text", text_}, {"annotations", Json::array()}, {"logprobs", Json::array()}};
-      out += event("response.output_text.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"text", text_}, {"logprobs", Json::array()}});
-      out += event("response.content_part.done", {{"item_id", id}, {"output_index", idx}, {"content_index", 0}, {"part", part}});
-      item_["content"] = Json::array({part});
-      item_["status"] = status;
-    } else {
-      out += event("response.function_call_arguments.done", {{"item_id", id}, {"output_index", idx}, {"arguments", text_}});
-      item_["arguments"] = text_;
-      item_["status"] = status;
-    }
-    out += event("response.output_item.done", {{"output_index", idx}, {"item", item_}});
-    output.push_back(std::move(item_));
-    open_ = Kind::None;
-    text_.clear();
-    return out;
-  }
-
-  bool has_call() const {
-    for (const Json& it : output) if (it["type"] == "function_call") return true;
-    return false;
-  }
-
- private:
-  enum class Kind { None, Reasoning, Message, Call };
-
-  std::string open(Kind k, const ChatDelta& d) {
-    open_ = k;
-    const size_t idx = output.size();
-    if (k == Kind::Reasoning) item_ = {{"id", random_id("rs_")}, {"type", "reasoning"}, {"summary", Json::array()}, {"content", Json::array()}};
-    else if (k == Kind::Message) item_ = {{"id", random_id("msg_")}, {"type", "message"}, {"status", "in_progress"}, {"role", "assistant"}, {"content", Json::array()}};
-    else item_ = {{"id", random_id("fc_")}, {"type", "function_call"}, {"status", "in_progress"}, {"call_id", d.tool_id.empty() ? random_id("call_") : d.tool_id}, {"name", d.tool_name}, {"arguments", ""}};
-    std::string out = event("response.output_item.added", {{"output_index", idx}, {"item", item_}});
-    if (k == Kind::Reasoning)
-      out += event("response.content_part.added", {{"item_id", item_["id"]}, {"output_index", idx}, {"content_index", 0}, {"part", {{"type", "reasoning_text"}, {"text", ""}}}});
-    else if (k == Kind::Message)
-      out += event("response.content_part.added", {{"item_id", item_["id"]}, {"output_index", idx}, {"content_index", 0}, {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
-    return out;
-  }
-
-  Kind open_ = Kind::None;
-  Json item_;
-  std::string text_;
-};
 
 struct ResponseRun {
   std::string id = random_id("resp_");
@@ -117,7 +25,7 @@ struct ResponseRun {
   std::vector<int32_t> prompt_ids;
   std::vector<Choice> choices;  // one
   std::unique_ptr<ChatDecoder> decoder;
-  OutputBuilder builder;
+  ResponseOutput builder;
   bool started = false, done = false;
   Clock::time_point last_write = Clock::now();
 };
@@ -134,7 +42,8 @@ Json response_json(const ServerContext& ctx, const ResponseRun& run, const std::
   r["store"] = run.store;
   const Json* reasoning = run.request.contains("reasoning") ? &run.request["reasoning"] : nullptr;
   const bool effort = reasoning && reasoning->is_object() && reasoning->contains("effort") && (*reasoning)["effort"].is_string();
-  r["reasoning"] = {{"effort", effort ? (*reasoning)["effort"] : Json("medium")}, {"summary", nullptr}};
+  const bool summary = reasoning && reasoning->is_object() && reasoning->contains("summary") && (*reasoning)["summary"].is_string();
+  r["reasoning"] = {{"effort", effort ? (*reasoning)["effort"] : Json("medium")}, {"summary", summary ? (*reasoning)["summary"] : Json(nullptr)}};
   r["temperature"] = run.sr.params.sampling.temperature;
   r["top_p"] = run.sr.params.sampling.top_p;
   r["tool_choice"] = run.request.value("tool_choice", Json("auto"));
@@ -202,6 +111,12 @@ std::optional<ApiError> read_state_fields(ServerContext& ctx, ResponseRun& run) 
       run.builder.sealer = &ctx.responses->sealer();
     }
   }
+  if (auto it = body.find("reasoning"); it != body.end() && it->is_object())
+    if (auto s = it->find("summary"); s != it->end() && !s->is_null()) {
+      if (!s->is_string() || (*s != "auto" && *s != "concise" && *s != "detailed"))
+        return bad_request("'reasoning.summary' must be one of auto, concise, detailed", "reasoning");
+      run.builder.summarize = true;
+    }
   if (auto e = ctx.responses->expand_input(run.request)) return e;
   if (auto in = run.request.find("input"); in != run.request.end() && in->is_array()) run.items = *in;
   return std::nullopt;
