@@ -142,6 +142,8 @@ std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, Samp
   f.number("repetition_penalty", 1e-3, 100, sp.repetition_penalty);  // vLLM's extension
   if (const Json* lb = f.get("logit_bias")) {  // {"token id": bias in [-100, 100]}
     if (!lb->is_object()) f.fail("logit_bias", "must be an object mapping token ids to numbers");
+    else if (lb->size() > kMaxTokenListEntries)  // each entry is applied every step of the request
+      f.fail("logit_bias", fmt::format("has {} entries; at most {} are accepted", lb->size(), kMaxTokenListEntries));
     else for (auto it = lb->begin(); it != lb->end() && !f.error; ++it) {
       int64_t id = -1;
       const std::string& key = it.key();
@@ -195,6 +197,8 @@ std::optional<ApiError> parse_sampling(const Json& body, Endpoint endpoint, Samp
   }
   if (const Json* s = f.get("stop_token_ids")) {
     if (!s->is_array()) f.fail("stop_token_ids", "must be an array of token ids");
+    else if (s->size() > kMaxTokenListEntries)  // scanned at every sampled token
+      f.fail("stop_token_ids", fmt::format("has {} entries; at most {} are accepted", s->size(), kMaxTokenListEntries));
     else for (const Json& x : *s) {
       const auto id = token_id(x, INT32_MAX);
       if (!id) f.fail("stop_token_ids", "must be an array of token ids (integers in [0, 2^31))");

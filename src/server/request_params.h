@@ -32,6 +32,8 @@ struct SamplingRequest {
 // parser and everything that walks the body (copies, schema rendering, dumps) recurse per level,
 // so the depth is checked on the raw text before parsing.
 constexpr int kDefaultMaxJsonDepth = 64;
+// logit_bias entries and stop_token_ids at most (each is applied or scanned every step).
+constexpr size_t kMaxTokenListEntries = 1024;
 
 // The deepest nesting of arrays/objects in JSON text (strings skipped), stopping early once it
 // exceeds `limit`: linear in the text, no recursion.

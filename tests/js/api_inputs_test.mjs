@@ -170,6 +170,19 @@ test('echo works; suffix, best_of, chat text/functions and non-function tools ar
     modalities: ['text'] })).status, 200);
 });
 
+test('logit_bias and stop_token_ids hold at most 1024 entries', async ({ base }) => {
+  const ids = (n) => Array.from({ length: n }, (_, i) => i + 1);
+  const body = (extra) => ({ model: 'demo', prompt: 'hi', max_tokens: 1, ...extra });
+  for (const [field, value] of [['logit_bias', Object.fromEntries(ids(1025).map((i) => [String(i), 1]))], ['stop_token_ids', ids(1025)]]) {
+    const r = await post(base, '/v1/completions', body({ [field]: value }));
+    assert.equal(r.status, 400, field);
+    assert.equal(r.json.error.param, field);
+    assert.match(r.json.error.message, /1025 entries; at most 1024/);
+  }
+  assert.equal((await post(base, '/v1/completions', body({ logit_bias: Object.fromEntries(ids(1024).map((i) => [String(i), 1])),
+    stop_token_ids: ids(1024) }))).status, 200);
+});
+
 test('a prompt that renders past --max-prompt-bytes is a clear 400 before it is encoded', async ({ base }) => {
   // 40 KB of JSON in the body, rendered as an indented tool namespace past the 16 KB limit.
   const properties = Object.fromEntries(Array.from({ length: 600 }, (_, i) => [`field_${i}`,
