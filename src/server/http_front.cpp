@@ -11,9 +11,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "core/log.h"
 #include "server/http_read.h"
@@ -26,6 +28,8 @@ using std::chrono::seconds;
 
 constexpr int kListenBacklog = 1024;   // cpp-httplib listens with 5: bursts of clients would wait for SYN retries
 constexpr milliseconds kLinger{2000};  // after an error response, how long the client's rest is read and dropped
+constexpr milliseconds kRefusedLinger{1000};  // the same for a connection refused at accept (read by the accept loop)
+constexpr size_t kMaxRefusedLingering = 256;  // beyond: the oldest is closed at once
 thread_local int t_client_fd = -1;     // the connection whose request this thread is handling
 
 class ConnectionStream final : public httplib::Stream {
@@ -97,6 +101,8 @@ HttpFront::HttpFront(const HttpLimits& limits)
 
 HttpFront::~HttpFront() {
   stop_accepting();
+  for (const Refused& r : refused_socks_) ::close(r.fd);
+  refused_socks_.clear();
   draining_ = true;
   abort_connections();
   wait_connections();
@@ -117,9 +123,12 @@ Result<int> HttpFront::bind(const std::string& host, int port) {
 }
 
 void HttpFront::run() {
-  pollfd fds[2] = {{.fd = listen_fd_, .events = POLLIN, .revents = 0}, {.fd = wake_fd_, .events = POLLIN, .revents = 0}};
+  std::vector<pollfd> fds;
   while (accepting_) {
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    fds.assign({{.fd = listen_fd_, .events = POLLIN, .revents = 0}, {.fd = wake_fd_, .events = POLLIN, .revents = 0}});
+    for (const Refused& r : refused_socks_) fds.push_back({.fd = r.fd, .events = POLLIN, .revents = 0});
+    if (::poll(fds.data(), fds.size(), refused_poll_timeout_ms()) < 0 && errno != EINTR) break;
+    drain_refused(fds.data() + 2, fds.size() - 2);
     if (!accepting_ || !(fds[0].revents & POLLIN)) continue;
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
@@ -150,10 +159,7 @@ void HttpFront::admit(int fd, const sockaddr_storage& addr) {
                                      limits_.max_connections_per_client)};
     // One non-blocking write: the accept loop never waits on a refused client.
     send_all(fd, error_response(e), milliseconds(0));
-    char sink[4096];
-    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
-    }
-    ::close(fd);
+    linger_refused(fd);
     ++refused_;
     if (Clock::now() - last_refusal_log_ > seconds(10)) {  // an attack must not flood the log
       log_warn("refused {} connection(s) (last from {}): HTTP {} {}", refused_, peer.ip, e.status, e.message);
@@ -186,6 +192,41 @@ void HttpFront::admit(int fd, const sockaddr_storage& addr) {
     log_error("no thread for a connection from {}: {}", peer.ip, e.what());
     done();
   }
+}
+
+void HttpFront::linger_refused(int fd) {
+  ::shutdown(fd, SHUT_WR);  // the answer is followed by a FIN; what the client sends is read below
+  if (refused_socks_.size() >= kMaxRefusedLingering) {
+    ::close(refused_socks_.front().fd);
+    refused_socks_.pop_front();
+  }
+  refused_socks_.push_back({fd, Clock::now() + kRefusedLinger});
+}
+
+void HttpFront::drain_refused(const pollfd* polled, size_t count) {
+  // `polled` lists refused_socks_ in order (taken before this call, which alone changes them).
+  const auto now = Clock::now();
+  std::deque<Refused> keep;
+  char sink[4096];
+  for (size_t i = 0; i < refused_socks_.size(); ++i) {
+    const Refused r = refused_socks_[i];
+    bool ended = now >= r.until;
+    if (!ended && i < count && polled[i].revents) {
+      ssize_t n = 0;
+      while ((n = ::recv(r.fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+      }
+      ended = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
+    if (ended) ::close(r.fd);
+    else keep.push_back(r);
+  }
+  refused_socks_.swap(keep);
+}
+
+int HttpFront::refused_poll_timeout_ms() const {
+  if (refused_socks_.empty()) return -1;
+  const auto left = std::chrono::duration_cast<milliseconds>(refused_socks_.front().until - Clock::now());
+  return int(std::clamp<int64_t>(left.count() + 1, 0, kRefusedLinger.count()));
 }
 
 void HttpFront::serve(int fd, const Peer& peer) {

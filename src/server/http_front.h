@@ -8,10 +8,12 @@
 #pragma once
 
 #include <httplib.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <string>
@@ -45,6 +47,17 @@ class HttpFront : public httplib::Server {
   using Clock = std::chrono::steady_clock;
   void admit(int fd, const sockaddr_storage& addr);
   void serve(int fd, const Peer& peer);
+  // Refused connections (503/429 written, write side shut) stay open a moment while the accept
+  // loop reads and drops what the client still sends: closing with unread bytes would reset the
+  // connection and the client could lose the answer. Accept thread only.
+  struct Refused {
+    int fd;
+    Clock::time_point until;
+  };
+  void linger_refused(int fd);
+  void drain_refused(const ::pollfd* polled, size_t count);  // reads the polled ones, closes ended/expired
+  int refused_poll_timeout_ms() const;
+  std::deque<Refused> refused_socks_;
 
   const HttpLimits limits_;
   ConnectionLimiter limiter_;

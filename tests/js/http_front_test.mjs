@@ -85,6 +85,19 @@ test('--max-connections caps all clients together with 503', async ({ port }) =>
   const admitted = codes.filter((c) => c === 408).length;
   assert.ok(admitted <= TOTAL && admitted >= TOTAL - 4, `${admitted} admitted: ${codes}`);
   assert.ok(codes.filter((c) => c === 503).length > 0, `${codes}`);
+  // A refused client reads its 503 (the server lingers): never a reset instead of the answer.
+  assert.ok(codes.every((c) => c === 408 || c === 503), `${codes}`);
+});
+
+test('a client refused at accept reads its answer even while it is still sending a body', async ({ port }) => {
+  const hold = ['127.0.0.2', '127.0.0.3', '127.0.0.4'].flatMap((a) => slowloris(port, a, 30));
+  await new Promise((r) => setTimeout(r, 500));  // every seat taken
+  const n = 400_000;
+  const big = `POST /tokenize HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${n}\r\n\r\n`;
+  const refused = await Promise.all(Array.from({ length: 6 }, () =>
+    rawHttp(port, [big, 'x'.repeat(n / 2), 'x'.repeat(n / 2)], { localAddress: '127.0.0.5', gapMs: 20 })));
+  for (const r of refused) assert.deepEqual(statuses(r.text), [503], `${r.error ?? ''} ${r.text.slice(0, 120)}`);
+  await Promise.all(hold);
 });
 
 test('pipelined requests are all answered, in order', async ({ port }) => {
