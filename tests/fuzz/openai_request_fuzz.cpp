@@ -1,10 +1,13 @@
 // Fuzz target: an OpenAI request body -> sampling parameters and prompt token ids, as the server
 // maps it before anything reaches the engine. The first byte picks the endpoint (chat,
-// completions, responses); the rest is the body text. Every request must end in ids or in a
+// completions, responses; a responses body first goes through the stored state: a store holding
+// one conversation, so previous_response_id, item_reference and encrypted_content are reached);
+// the rest is the body text. Every request must end in ids or in a
 // 4xx whose message carries no source location; nothing may throw.
 #include "fuzz_util.h"
 #include "server/chat_prompt.h"
 #include "server/completion_prompt.h"
+#include "server/response_store.h"
 #include "server/responses_input.h"
 #include "tokenizer/tokenizer.h"
 
@@ -67,7 +70,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (endpoint == Endpoint::Chat) {
     chat_prompt(ctx, body);
   } else {
-    auto chat = responses_to_chat_body(body);
+    static ResponseStore store({});
+    [[maybe_unused]] static const bool filled = [] {
+      store.put("resp_1", {{"id", "resp_1"}},
+                Json::array({{{"id", "msg_1"}, {"type", "message"}, {"role", "user"}, {"content", "hi"}},
+                             {{"id", "rs_1"}, {"type", "reasoning"}, {"encrypted_content", store.sealer().seal("thought")}},
+                             {{"id", "fc_1"}, {"type", "function_call"}, {"call_id", "c1"}, {"name", "f"}, {"arguments", "{}"}}}));
+      return true;
+    }();
+    Json expanded = body;
+    if (auto e = store.expand_input(expanded)) return check_error(*e), 0;
+    auto chat = responses_to_chat_body(expanded);
     if (auto* e = std::get_if<ApiError>(&chat)) return check_error(*e), 0;
     chat_prompt(ctx, std::get<Json>(chat));
   }
