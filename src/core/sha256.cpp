@@ -91,7 +91,7 @@ Digest256 hmac_sha256(std::string_view key, std::string_view message) {
     const Digest256 d = sha256(key);
     std::memcpy(k.data(), d.data(), d.size());
   } else {
-    std::memcpy(k.data(), key.data(), key.size());
+    if (!key.empty()) std::memcpy(k.data(), key.data(), key.size());
   }
   std::string ipad = k, opad = k;
   for (size_t i = 0; i < 64; ++i) ipad[i] = char(ipad[i] ^ 0x36), opad[i] = char(opad[i] ^ 0x5c);

@@ -137,7 +137,7 @@ namespace {
 template <typename T>
 void put(int32_t* words, size_t at, const std::vector<T>& v, size_t n, T fill) {
   static_assert(sizeof(T) == 4);
-  std::memcpy(words + at, v.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(words + at, v.data(), v.size() * 4);  // an empty vector's data() may be null
   for (size_t i = v.size(); i < n; ++i) std::memcpy(words + at + i, &fill, 4);
 }
 
