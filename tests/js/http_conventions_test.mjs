@@ -225,6 +225,6 @@ test('include reasoning.encrypted_content: reasoning items carry a sealed blob; 
   assert.match(forged.body.error.message, /encrypted_content/);
 });
 
-await runSuite({ binary, tests, timeoutMs: 120_000, args: ['--served-model-name', 'demo', '-c', '1024',
+await runSuite({ binary, tests, timeoutMs: 240_000, args: ['--served-model-name', 'demo', '-c', '1024',
   '--api-key', KEY, '--allowed-origins', `["${ORIGIN}"]`, '--allowed-methods', 'GET,POST',
   '--allowed-headers', '["authorization","content-type"]'] });

@@ -151,7 +151,8 @@ test('responses: whole and streamed agree, input items with a function call roun
 });
 
 test('run and serve draw the same tokens for a seed (one engine, one sampling rule)', async ({ client, demo }) => {
-  for (const [temperature, seed] of [[0.9, 5], [0, 0], [1.2, 77]]) {
+  // Each `run` loads the model and the tokenizer (~20 s under ASan): two draws, one sampled and one greedy.
+  for (const [temperature, seed] of [[1.2, 77], [0, 0]]) {
     const out = execFileSync(binary, ['run', demo, '--backend', 'cpu', '--prompt-ids', '13225,2375,1495', '-n', '12',
       '--temperature', String(temperature), '--seed', String(seed), '--ignore-eos'], { stdio: ['ignore', 'pipe', 'pipe'] });
     const r = await client.completions.create({ model: MODEL, prompt: [13225, 2375, 1495], max_tokens: 12,
@@ -365,7 +366,7 @@ test('web page in headless Chromium sends a message and shows the answer', async
   }
 });
 
-await runSuite({ binary, tests, timeoutMs: 150_000,
+await runSuite({ binary, tests, timeoutMs: 300_000,  // sanitizer builds are several times slower
   args: ['--api-key', API_KEY, '--served-model-name', MODEL, '-c', String(MAX_LEN), '-np', '64',
     '--num-gpu-blocks-override', '2048', '--enable-prefix-caching'],
   context: (server) => ({ base: server.base, demo: server.demo,
