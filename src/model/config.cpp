@@ -1,7 +1,10 @@
 // Parsing and validation of config.json into ModelConfig.
 #include "model/config.h"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -10,11 +13,30 @@ namespace {
 
 using nlohmann::json;
 
-// Reads j[key] into out when present; type errors name the key.
+// Reads j[key] into out when present; type errors name the key. An integer key takes an
+// integer, or a float with an integral value, within T's range (a cast out of range is undefined).
 template <typename T>
 Status read_key(const json& j, const char* key, T& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return ok_status();
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (it->is_number()) {
+      using L = std::numeric_limits<T>;
+      bool fits = false;
+      if (it->is_number_unsigned()) {
+        fits = it->get<uint64_t>() <= uint64_t(L::max());
+      } else if (it->is_number_integer()) {
+        const int64_t x = it->get<int64_t>();
+        fits = std::is_signed_v<T> ? x >= int64_t(L::min()) && x <= int64_t(L::max()) : x >= 0 && uint64_t(x) <= uint64_t(L::max());
+      } else {
+        const double v = it->get<double>();
+        fits = std::floor(v) == v && v >= double(L::min()) && v < double(L::max()) + 1.0;
+      }
+      MX_CHECK(fits, "config.json: key '{}' must be an integer in [{}, {}], not {}", key, L::min(), L::max(), it->dump());
+      out = it->is_number_integer() ? it->get<T>() : T(it->get<double>());
+      return ok_status();
+    }
+  }
   try {
     out = it->get<T>();
   } catch (const json::exception& e) {

@@ -191,6 +191,24 @@ TEST(Config, ValidationErrorsNameTheKey) {
   EXPECT_TRUE(ModelConfig::from_json(base).ok());
 }
 
+// Integer keys (found by fuzz_config: a float past int's range was cast, undefined behaviour):
+// out of range or fractional values are errors naming the key; integral floats are accepted.
+TEST(Config, IntegerKeysAreRangeChecked) {
+  auto base = nlohmann::json::parse(random_model_config(small_spec()).dump());
+  for (const nlohmann::json v : {nlohmann::json(77777777777770.02), nlohmann::json(1e300), nlohmann::json(64.5),
+                                 nlohmann::json(int64_t(1) << 40), nlohmann::json(uint64_t(1) << 63), nlohmann::json(-1e12)}) {
+    auto bad = base;
+    bad["intermediate_size"] = v;
+    const auto r = ModelConfig::from_json(bad);
+    ASSERT_FALSE(r.ok()) << v.dump();
+    EXPECT_NE(r.status().message().find("'intermediate_size' must be an integer"), std::string::npos) << r.status().message();
+  }
+  auto whole = base;
+  whole["intermediate_size"] = double(base["intermediate_size"].get<int>());  // 64.0: an integral float
+  ASSERT_TRUE(ModelConfig::from_json(whole).ok());
+  EXPECT_EQ(ModelConfig::from_json(whole)->intermediate_size, base["intermediate_size"].get<int>());
+}
+
 TEST(ModelPath, ResolvesHuggingFaceCache) {
   const fs::path cache = test::temp_dir("hub");
   const fs::path snap = cache / "models--openai--gpt-oss-20b" / "snapshots" / "abc123";
