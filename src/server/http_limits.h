@@ -18,7 +18,9 @@ struct HttpLimits {
   int keep_alive_timeout_s = 30;
   int write_timeout_s = 30;      // a client that reads nothing for this long is dropped
   int max_connections = 1024;             // open at once, all clients (--max-connections); 503 beyond
-  int max_connections_per_client = 256;   // open at once from one address / IPv6 /64; 429 beyond
+  // open at once from one address / IPv6 /64; 429 beyond. Half the total: room for a benchmark at
+  // concurrency 256 from one host (plus its kept-alive connections), none for one client to take all.
+  int max_connections_per_client = 512;
   int max_requests_per_connection = 1000;  // kept-alive requests before the server closes
 };
 
