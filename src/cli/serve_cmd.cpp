@@ -185,8 +185,9 @@ Status serve(ServeFlags f) {
   srv.set_ready(std::move(engine), tok);
   const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
   log_info("Starting API server on http://{}:{}", shown_host, srv.port());
-  log_info("Routes: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, "
-           "POST /tokenize, POST /detokenize, GET /metrics, GET / (web chat)");
+  log_info("Routes: GET /health, GET /v1/models, GET /v1/models/{{id}}, POST /v1/chat/completions, POST /v1/completions, "
+           "POST /v1/responses, GET and DELETE /v1/responses/{{id}}, POST /tokenize, POST /detokenize, GET /metrics, "
+           "GET / (web chat)");
   log_info("Application startup complete.");
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   log_info("Shutting down");
