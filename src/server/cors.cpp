@@ -10,7 +10,6 @@
 namespace mx::server {
 namespace {
 
-constexpr const char* kServedMethods = "GET, POST, DELETE, OPTIONS";
 constexpr int kPreflightMaxAgeS = 600;
 
 std::string trim(std::string s) {
@@ -24,6 +23,8 @@ std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return s;
 }
+
+bool has_star(const std::vector<std::string>& list) { return std::find(list.begin(), list.end(), "*") != list.end(); }
 
 bool contains_ci(const std::vector<std::string>& list, const std::string& v) {
   const std::string l = lower(v);
@@ -54,9 +55,7 @@ ApiError forbidden(const std::string& message) {
 }  // namespace
 
 bool CorsPolicy::allows_origin(const std::string& origin) const {
-  return !origin.empty() && std::any_of(origins.begin(), origins.end(), [&](const std::string& o) {
-           return o == "*" || lower(o) == lower(origin);
-         });
+  return !origin.empty() && contains_ci(origins, origin);
 }
 
 std::variant<std::vector<std::string>, std::string> parse_cors_list(const std::string& value) {
@@ -75,9 +74,8 @@ std::variant<std::vector<std::string>, std::string> parse_cors_list(const std::s
 std::vector<Header> cors_headers(const CorsPolicy& policy, const std::string& origin) {
   if (!policy.allows_origin(origin)) return {};
   // With credentials the origin is echoed (browsers refuse "*" then); an echoed origin varies by request.
-  const bool any = std::find(policy.origins.begin(), policy.origins.end(), "*") != policy.origins.end();
   std::vector<Header> h;
-  if (any && !policy.credentials) {
+  if (has_star(policy.origins) && !policy.credentials) {
     h.push_back({"Access-Control-Allow-Origin", "*"});
   } else {
     h.push_back({"Access-Control-Allow-Origin", origin});
@@ -109,9 +107,8 @@ Preflight answer_preflight(const CorsPolicy& policy, const std::string& origin, 
     }
   }
   p.headers = cors_headers(policy, origin);
-  const bool any_method = std::find(policy.methods.begin(), policy.methods.end(), "*") != policy.methods.end();
-  p.headers.push_back({"Access-Control-Allow-Methods", any_method ? kServedMethods : joined(policy.methods)});
-  const bool any_header = std::find(policy.headers.begin(), policy.headers.end(), "*") != policy.headers.end();
+  p.headers.push_back({"Access-Control-Allow-Methods", has_star(policy.methods) ? kServedMethods : joined(policy.methods)});
+  const bool any_header = has_star(policy.headers);
   // "*" is no wildcard for Authorization in browsers: grant exactly what was asked.
   if (!request_headers.empty())
     p.headers.push_back({"Access-Control-Allow-Headers", any_header ? trim(request_headers) : joined(policy.headers)});

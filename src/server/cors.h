@@ -12,6 +12,9 @@
 
 namespace mx::server {
 
+// The methods the server answers (OPTIONS's Allow header, a preflight's grant for "*").
+inline constexpr const char* kServedMethods = "GET, POST, DELETE, OPTIONS";
+
 struct CorsPolicy {
   // Exact origins ("https://app.example.com") or "*". Empty (the default): no cross-origin access;
   // a page served by another origin cannot read any response (the server's own page at / is

@@ -69,7 +69,7 @@ void Server::add_routes() {
   // OPTIONS that is not a CORS preflight (those are answered before routing).
   http_->Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
     res.status = 204;
-    res.set_header("Allow", "GET, POST, DELETE, OPTIONS");
+    res.set_header("Allow", kServedMethods);
   });
   // Before the body is read: a refused request costs no parsing. Every response carries the
   // request id and, for an allowed origin, the CORS headers; a preflight needs no API key.
