@@ -12,6 +12,7 @@ if [[ "$mode" == "--test" || "$mode" == "--npm" ]]; then
   pkgs+=(nodejs npm)
 fi
 if [[ "$mode" == "--test" ]]; then
+  pkgs+=(libvalijson-dev)  # the guided-decoding tests check outputs against their JSON Schema
   pkgs+=(chromium)  # the web-page test of the server (driven by playwright-core)
   pkgs+=(clang libclang-rt-14-dev)  # make test-asan / test-tsan / fuzz: sanitizer and libFuzzer runtimes
 fi

@@ -36,6 +36,7 @@ struct ServeFlags {
   bool allow_credentials = false;
   server::ResponseStoreLimits responses_store;
   int shutdown_timeout = 20;
+  int max_reasoning_tokens = -1;
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = false;
   bool enforce_eager = false;
@@ -69,6 +70,7 @@ void log_limits(const ServeFlags& f) {
            "connections {} ({} per client), JSON depth {}, {} tools, prompt {} bytes, shutdown drain {} s",
            h.max_body_bytes, h.max_header_bytes, h.header_timeout_s, h.body_timeout_s, h.keep_alive_timeout_s, h.max_connections,
            h.max_connections_per_client, f.max_json_depth, f.max_tools, f.max_prompt_bytes, f.shutdown_timeout);
+  if (f.max_reasoning_tokens >= 0) log_info("reasoning: at most {} tokens per answer (--max-reasoning-tokens)", f.max_reasoning_tokens);
   log_info("API key: {}", f.api_key.empty() ? "none (every route is open)"
                                             : "required on every route but GET /health, GET /metrics and GET /");
 }
@@ -104,6 +106,10 @@ void add_limit_options(CLI::App* cmd, ServeFlags& f) {
       ->default_val(f.max_prompt_bytes)->check(CLI::Range(size_t(1024), size_t(1) << 32));
   cmd->add_option("--max-tools", f.max_tools, "Functions in one request's 'tools' at most (more: 400)")
       ->default_val(f.max_tools)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-reasoning-tokens", f.max_reasoning_tokens,
+                  "Reasoning (analysis) tokens per answer at most, then the answer is forced to follow; a request's "
+                  "max_reasoning_tokens overrides it (-1: no limit)")
+      ->default_val(f.max_reasoning_tokens)->check(CLI::Range(-1, 1 << 30));
 }
 
 // --allowed-origins/-methods/-headers (JSON lists or comma-separated) and --allow-credentials.
@@ -138,7 +144,8 @@ Status serve(ServeFlags f) {
   server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
                       .max_json_depth = f.max_json_depth, .max_tools = f.max_tools,
                       .max_prompt_bytes = f.max_prompt_bytes, .http = f.http,
-                      .cors = std::move(cors), .responses_store = f.responses_store, .shutdown_timeout_s = f.shutdown_timeout});
+                      .cors = std::move(cors), .responses_store = f.responses_store, .shutdown_timeout_s = f.shutdown_timeout,
+                      .max_reasoning_tokens = f.max_reasoning_tokens});
   log_limits(f);
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device));

@@ -435,8 +435,10 @@ Status check_host_entries(const char* op, const Tensor& offsets, const Tensor& e
     MX_CHECK(e[i].token >= 0 && e[i].token < V, "{}: entry {} has token {} outside the vocabulary of {}", op, i,
              e[i].token, V);
     MX_CHECK(e[i].kind == LogitsEntryKind::Penalty || e[i].kind == LogitsEntryKind::Bias ||
-                 e[i].kind == LogitsEntryKind::Ban,
+                 e[i].kind == LogitsEntryKind::Ban || e[i].kind == LogitsEntryKind::Mask,
              "{}: entry {} has kind {}", op, i, int32_t(e[i].kind));
+    MX_CHECK(e[i].kind != LogitsEntryKind::Mask || e[i].token % 32 == 0,
+             "{}: mask entry {} starts at id {}, not a multiple of 32", op, i, e[i].token);
   }
   return ok_status();
 }

@@ -314,21 +314,25 @@ struct LogprobsTopkArgs {
 Status logprobs_topk(const LogprobsTopkArgs& a);
 
 // One logits-processing entry of a row: a token of the row's history (penalties), an additive
-// bias (logit_bias) or a ban (min_tokens: eos and stop ids are -inf until then).
-enum class LogitsEntryKind : int32_t { Penalty = 0, Bias = 1, Ban = 2 };
+// bias (logit_bias), a ban (min_tokens: eos and stop ids are -inf until then) or 32 bits of a
+// guided-decoding mask (token: the first id of the 32, a multiple of 32; aux: bit b set = id
+// token + b allowed; the row's ids that no Mask entry covers stay allowed).
+enum class LogitsEntryKind : int32_t { Penalty = 0, Bias = 1, Ban = 2, Mask = 3 };
 struct LogitsEntry {
   int32_t token = 0;
   LogitsEntryKind kind = LogitsEntryKind::Penalty;
   int32_t count = 0;  // Penalty: occurrences among the generated tokens (frequency/presence)
-  int32_t aux = 0;    // Penalty: 1 if the token is in the prompt (repetition); Bias: the f32 bias's bits
+  int32_t aux = 0;    // Penalty: 1 if the token is in the prompt (repetition); Bias: the f32 bias's bits;
+                      // Mask: the allowed bits
 };
 static_assert(sizeof(LogitsEntry) == 16);
 
 // Per row, in place, in this order: (1) penalties, each Penalty entry's token once (the host gives
 // one entry per distinct token): repetition r (HF/vLLM rule, prompt or generated: x > 0 ? x / r : x * r),
 // then x -= frequency * count + presence * (count > 0); (2) x += bias for each Bias entry; (3) x =
-// -inf for each Ban entry. The entries of row r are entries[offsets[r] .. offsets[r + 1]), ordered
-// Penalty, Bias, Ban (a token may appear once per kind). saved[i] receives the value entry i's token
+// -inf for each Ban entry; (4) x = -inf for each id whose bit a Mask entry clears (ids >= V
+// ignored). The entries of row r are entries[offsets[r] .. offsets[r + 1]), ordered Penalty,
+// Bias, Ban, Mask (a token may appear once per kind). saved[i] receives the value entry i's token
 // held before this op touched the row (the raw logit for the first entry of a token), for
 // logprobs_chosen (every entry's saved value is raw on both backends). Rows without entries are
 // not read. On the CPU bad offsets or entries are refused; on CUDA they are device data: offsets

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/constraint.h"
 #include "runtime/sampler.h"
 
 namespace mx {
@@ -30,6 +32,9 @@ struct RequestParams {
   int prefilled = 0;               // bench: the first `prefilled` prompt positions count as computed
                                    // (their KV is whatever the cache holds), as after a prefill
   bool keep_logits = false;        // the stream also gets the (V) logits each token was drawn from
+  // Guided decoding: the tokens each draw may take (null: any). Its masks are built on the
+  // engine thread; a sequence whose next mask depends on a token not read yet waits for it.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // Log-probabilities of one generated token under the model's distribution (raw logits).

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -68,9 +69,11 @@ struct SampleRows {
   int64_t rows() const { return int64_t(seeds.size()); }
   void clear() { *this = SampleRows(); }
 
-  // One row. `counts` (penalties; may be null when off); `banned` ids are -inf (min_tokens).
+  // One row. `counts` (penalties; may be null when off); `banned` ids are -inf (min_tokens);
+  // `mask`: the guided-decoding bits of the row (32 ids a word; empty: no mask), one Mask entry per
+  // word that forbids some id.
   void add(const SamplingParams& p, int32_t draw_position, int logprobs, const TokenCounts* counts,
-           const std::vector<int32_t>& banned) {
+           const std::vector<int32_t>& banned, std::span<const uint32_t> mask = {}) {
     params.insert(params.end(), {p.temperature, p.top_p, p.min_p, float(p.top_k)});
     seeds.push_back(sample_seed(p.seed));
     draw_positions.push_back(draw_position);
@@ -84,6 +87,9 @@ struct SampleRows {
       entries.push_back(e);
     }
     for (int32_t t : banned) entries.push_back({.token = t, .kind = ops::LogitsEntryKind::Ban});
+    for (size_t w = 0; w < mask.size(); ++w)
+      if (mask[w] != ~0u)
+        entries.push_back({.token = int32_t(w * 32), .kind = ops::LogitsEntryKind::Mask, .aux = int32_t(mask[w])});
     offsets.push_back(int32_t(entries.size()));
     any_logprobs |= logprobs >= 0;
     any_entries |= offsets.back() != offsets[offsets.size() - 2];

@@ -242,8 +242,10 @@ void Engine::loop() {
 // Penalties count every generated token and kept logits are read per step: such a sequence's
 // next step is planned only after the previous one is read.
 bool Engine::needs_sync() const {
-  for (const auto& s : plan_.running)
+  for (const auto& s : plan_.running) {
     if (s->counts || s->params.keep_logits) return true;
+    if (s->params.constraint && s->pending > 0 && !s->params.constraint->can_run_ahead(s->pending)) return true;
+  }
   return false;
 }
 
@@ -293,7 +295,9 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
       banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
     }
     b.logit_rows.push_back(int32_t(b.tokens.size() - 1));
-    b.sampling.add(p.sampling, int32_t(s.length()), p.logprobs, s.counts.get(), banned);
+    std::span<const uint32_t> mask;
+    if (p.constraint) mask = p.constraint->next_mask(s.pending);
+    b.sampling.add(p.sampling, int32_t(s.length()), p.logprobs, s.counts.get(), banned, mask);
     rec.row_seq.push_back(&s);
   }
   MX_TRY(runner_->launch(b));
@@ -352,6 +356,10 @@ Status Engine::collect_step() {
 
 void Engine::emit(Sequence& s, int32_t tok, const StepOutput& out, int64_t row) {
   const RequestParams& p = s.params;
+  if (p.constraint) {  // a token drawn ahead under an older mask gives way to the forced one
+    tok = p.constraint->accept(tok);
+    if (tok < 0) return finish(s, FinishReason::Error, "guided decoding reached a state that allows no token");
+  }
   s.tokens.push_back(tok);
   s.generated++;
   if (s.counts) s.counts->add_generated(tok);

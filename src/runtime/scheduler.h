@@ -96,7 +96,7 @@ class Engine {
   Result<std::unique_ptr<Sequence>> make_sequence(RequestParams p);
   void loop();
   void drop_cancelled();
-  bool needs_sync() const;  // the next plan needs every launched step read (penalties, logits)
+  bool needs_sync() const;  // the next plan needs every launched step read (penalties, logits, constraints)
   Status launch_step(const std::vector<Chunk>& chunks);
   Status collect_step();
   void emit(Sequence& s, int32_t token, const StepOutput& out, int64_t row);

@@ -1,4 +1,4 @@
-// prepare_chat_prompt: chat_to_harmony, response_format, render, tokenize, length checks.
+// prepare_chat_prompt: chat_to_harmony, response_format, render, tokenize, length checks, guided decoding.
 #include "server/chat_prompt.h"
 
 #include <fmt/format.h>
@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "server/generation.h"
+#include "server/guided.h"
 #include "server/http_front.h"
 #include "tokenizer/openai_chat.h"
 
@@ -63,9 +64,12 @@ std::optional<ApiError> apply_response_format(const Json& body, openai::ChatProm
   return std::nullopt;
 }
 
-}  // namespace
+struct RenderedChat {
+  std::vector<int32_t> ids;
+  openai::ChatPrompt prompt;
+};
 
-std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ServerContext& ctx, const Json& body) {
+std::variant<RenderedChat, ApiError> render_chat(const ServerContext& ctx, const Json& body) {
   if (auto it = body.find("tools"); it != body.end() && it->is_array() && it->size() > size_t(ctx.args.max_tools))
     return bad_request(fmt::format("'tools' lists {} functions; at most {} are accepted", it->size(), ctx.args.max_tools), "tools");
   auto prompt = openai::chat_to_harmony(body, {.conversation_start_date = today()});
@@ -81,17 +85,26 @@ std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ServerContext
   auto ids = rendered->tokens(*ctx.tok);
   if (!ids.ok()) return bad_request(ids.status(), "messages");
   if (client_gone()) return client_closed();
-  return std::move(ids).value();
+  return RenderedChat{.ids = std::move(ids).value(), .prompt = std::move(prompt).value()};
+}
+
+}  // namespace
+
+std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ServerContext& ctx, const Json& body) {
+  auto r = render_chat(ctx, body);
+  if (auto* e = std::get_if<ApiError>(&r)) return *e;
+  return std::move(std::get<RenderedChat>(r).ids);
 }
 
 std::optional<ApiError> prepare_chat_prompt(const ServerContext& ctx, const Json& body, SamplingRequest& sr,
                                             std::vector<int32_t>& prompt_ids) {
-  auto ids = chat_prompt_ids(ctx, body);
-  if (auto* e = std::get_if<ApiError>(&ids)) return *e;
-  prompt_ids = std::move(std::get<std::vector<int32_t>>(ids));
+  auto r = render_chat(ctx, body);
+  if (auto* e = std::get_if<ApiError>(&r)) return *e;
+  RenderedChat& chat = std::get<RenderedChat>(r);
+  prompt_ids = std::move(chat.ids);
   if (auto e = resolve_max_tokens(ctx, prompt_ids.size(), sr)) return e;
   sr.params.eos_ids = end_token_ids(ctx);
-  return std::nullopt;
+  return attach_constraint(ctx, body, chat.prompt, sr.params);
 }
 
 }  // namespace mx::server

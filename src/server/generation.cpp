@@ -35,6 +35,7 @@ std::variant<std::vector<Choice>, ApiError> submit_choices(ServerContext& ctx, c
     RequestParams p = sr.params;
     p.prompt = prompt;
     p.sampling.seed += uint64_t(i);
+    if (i > 0 && p.constraint) p.constraint = p.constraint->fresh();  // each choice its own state
     params.push_back(std::move(p));
   }
   auto streams = ctx.engine->submit_all(std::move(params));  // the n choices queue together or not at all

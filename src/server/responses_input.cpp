@@ -166,6 +166,7 @@ std::variant<Json, ApiError> responses_to_chat_body(const Json& body) {
   }
   if (auto it = body.find("reasoning"); it != body.end() && it->is_object() && it->contains("effort") && (*it)["effort"].is_string())
     chat["reasoning_effort"] = (*it)["effort"];
+  if (auto it = body.find("max_reasoning_tokens"); it != body.end()) chat["max_reasoning_tokens"] = *it;
   if (auto it = body.find("text"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) return bad_request("'text' must be an object", "text");
     if (auto f_it = it->find("format"); f_it != it->end() && !f_it->is_null()) {

@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "core/status.h"
+#include "grammar/vocab_trie.h"
 #include "runtime/scheduler.h"
 #include "server/api_error.h"
 #include "server/cors.h"
@@ -40,6 +42,7 @@ struct ServerArgs {
   CorsPolicy cors;             // browser origins allowed to call the API (cors.h)
   ResponseStoreLimits responses_store;  // the Responses API's stored responses (response_store.h)
   int shutdown_timeout_s = 20;  // on stop, in-flight requests get this long before they are cancelled
+  int max_reasoning_tokens = -1;  // analysis tokens per answer at most (-1: no limit; a request may set its own)
 };
 
 struct ServerContext {
@@ -52,6 +55,10 @@ struct ServerContext {
   InflightRequests inflight;
   std::unique_ptr<ResponseStore> responses;
   int64_t created = 0;  // unix seconds at start
+  // Guided decoding's view of the vocabulary, built on first use (guided.cpp).
+  mutable std::once_flag vocab_once;
+  mutable std::shared_ptr<const grammar::VocabTrie> vocab;
+  mutable Status vocab_status;
 };
 
 // Response helpers shared by the handlers.

@@ -143,6 +143,29 @@ TEST(LogitsOps, LogitsProcessAppliesThePhasesInOrder) {
   EXPECT_EQ(b.saved, (std::vector<float>{4, -3, 0, 2, 4, 1, 4, 6, 3}));
 }
 
+// Guided decoding: Mask entries clear the ids whose bits are 0 after the other phases; ids past V
+// and words without an entry stay as they were; a Mask entry's saved value is its first id's raw logit.
+TEST(LogitsOps, MaskEntriesForbidClearedBits) {
+  const int64_t V = 70;
+  Batch b{.logits = std::vector<float>(size_t(2 * V)), .penalties = {1, 0, 0, 1, 0, 0}, .offsets = {0, 3, 4},
+          .entries = {bias(33, 2.0f),
+                      {.token = 0, .kind = ops::LogitsEntryKind::Mask, .aux = int32_t(0x80000005u)},
+                      {.token = 64, .kind = ops::LogitsEntryKind::Mask, .aux = 0x3},  // ids 64, 65 of 70
+                      {.token = 32, .kind = ops::LogitsEntryKind::Mask, .aux = 0}},
+          .saved = {}, .R = 2, .V = V};
+  for (size_t i = 0; i < b.logits.size(); ++i) b.logits[i] = float(i % 97);
+  const std::vector<float> raw = b.logits;
+  ASSERT_TRUE(b.process().ok());
+  for (int64_t id = 0; id < V; ++id) {
+    const bool allowed0 = id == 0 || id == 2 || id == 31 || (id >= 32 && id < 64) || id == 64 || id == 65;
+    const float want0 = !allowed0 ? -kInf : id == 33 ? raw[size_t(id)] + 2.0f : raw[size_t(id)];
+    EXPECT_EQ(b.logits[size_t(id)], want0) << "row 0 id " << id;
+    const float want1 = id >= 32 && id < 64 ? -kInf : raw[size_t(V + id)];
+    EXPECT_EQ(b.logits[size_t(V + id)], want1) << "row 1 id " << id;
+  }
+  EXPECT_EQ(b.saved, (std::vector<float>{raw[33], raw[0], raw[64], raw[size_t(V + 32)]}));
+}
+
 TEST(LogitsOps, RepetitionDividesPositiveAndMultipliesNegativeLogits) {
   Batch b{.logits = {3, -3, 3, -3}, .penalties = {1.5f, 0, 0, 0.5f, 0, 0}, .offsets = {0, 2, 4},
           .entries = {penalty(0, 1, false), penalty(1, 1, false), penalty(0, 0, true), penalty(1, 0, true)},
@@ -190,7 +213,12 @@ TEST(LogitsOps, DispatchRefusesBrokenContracts) {
   }
   {
     Batch b = worked_batch();
-    b.entries[2].kind = ops::LogitsEntryKind(3);
+    b.entries[2].kind = ops::LogitsEntryKind(4);
+    EXPECT_FALSE(b.process().ok());
+  }
+  {
+    Batch b = worked_batch();
+    b.entries[8] = {.token = 1, .kind = ops::LogitsEntryKind::Mask};  // not the start of a 32-id word
     EXPECT_FALSE(b.process().ok());
   }
   {

@@ -76,6 +76,11 @@ Status logits_process(const ops::LogitsProcessArgs& a) {
       if (entries[i].kind == ops::LogitsEntryKind::Bias) l[entries[i].token] += std::bit_cast<float>(entries[i].aux);
     for (int32_t i = off[r]; i < off[r + 1]; ++i)
       if (entries[i].kind == ops::LogitsEntryKind::Ban) l[entries[i].token] = -kInf;
+    for (int32_t i = off[r]; i < off[r + 1]; ++i) {
+      if (entries[i].kind != ops::LogitsEntryKind::Mask) continue;
+      for (int b = 0; b < 32 && entries[i].token + b < V; ++b)
+        if (!((uint32_t(entries[i].aux) >> b) & 1u)) l[entries[i].token + b] = -kInf;
+    }
   }
   return ok_status();
 }

@@ -1,6 +1,6 @@
 // f32_logits_process: the sampling stage's logits processing on the GPU (ops::logits_process), one
 // block per row with entries, in place: every entry's token's raw logit into saved[], then the
-// three phases (penalties, biases, bans) with a barrier between them. A row without entries exits
+// four phases (penalties, biases, bans, mask words) with a barrier between them. A row without entries exits
 // at once; entries whose token lies outside [0, V) are skipped (device data, not validated).
 #include <cuda_runtime.h>
 
@@ -37,6 +37,12 @@ __global__ void __launch_bounds__(kThreads) f32_logits_process(LogitsProcessPara
   each(kEntryBias, [&](int32_t t, int64_t i) { l[t] = __fadd_rn(l[t], __int_as_float(p.entries[4 * i + 3])); });
   __syncthreads();
   each(kEntryBan, [&](int32_t t, int64_t) { l[t] = -INFINITY; });
+  __syncthreads();
+  each(kEntryMask, [&](int32_t t, int64_t i) {
+    const uint32_t bits = uint32_t(p.entries[4 * i + 3]);
+    for (int b = 0; b < 32 && t + b < p.V; ++b)
+      if (!((bits >> b) & 1u)) l[t + b] = -INFINITY;
+  });
 }
 
 }  // namespace

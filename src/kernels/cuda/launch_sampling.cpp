@@ -12,7 +12,8 @@ namespace mx::cuda {
 static_assert(kern::kTopLogprobs == ops::kMaxTopLogprobs);
 static_assert(kern::kEntryPenalty == int32_t(ops::LogitsEntryKind::Penalty) &&
               kern::kEntryBias == int32_t(ops::LogitsEntryKind::Bias) &&
-              kern::kEntryBan == int32_t(ops::LogitsEntryKind::Ban));
+              kern::kEntryBan == int32_t(ops::LogitsEntryKind::Ban) &&
+              kern::kEntryMask == int32_t(ops::LogitsEntryKind::Mask));
 static_assert(offsetof(ops::LogitsEntry, token) == 0 && offsetof(ops::LogitsEntry, kind) == 4 &&
               offsetof(ops::LogitsEntry, count) == 8 && offsetof(ops::LogitsEntry, aux) == 12);
 
