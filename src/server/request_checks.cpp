@@ -8,7 +8,11 @@
 
 namespace mx::server {
 
-bool is_open_route(std::string_view path) { return path == "/health" || path == "/metrics" || path == "/"; }
+bool is_open_route(std::string_view path) {
+  // The web pages and their files are static; the pages send the key the user types.
+  const bool asset = path.starts_with("/assets/") && path.find("..") == std::string_view::npos;
+  return path == "/health" || path == "/metrics" || path == "/metrics.json" || path == "/" || path == "/dashboard" || asset;
+}
 
 bool key_matches(std::string_view authorization, std::string_view key) {
   const std::string expected = "Bearer " + std::string(key);

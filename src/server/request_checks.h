@@ -16,7 +16,8 @@ struct Request;
 
 namespace mx::server {
 
-// Routes that stay open with --api-key: nothing on them does work for the caller.
+// Routes that stay open with --api-key: nothing on them does work for the caller (health, the
+// metrics as text and JSON, the web pages and their /assets/ files).
 bool is_open_route(std::string_view path);
 // Whether `authorization` is exactly "Bearer <key>": every byte compared, whatever differs.
 bool key_matches(std::string_view authorization, std::string_view key);

@@ -55,7 +55,9 @@ void Server::add_routes() {
     };
   };
   http_->Get("/health", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_health(ctx, req, res); });
-  http_->Get("/", [&ctx](const httplib::Request& req, httplib::Response& res) { handle_web_page(ctx, req, res); });
+  // The web pages and their files need no engine: they answer while the model loads.
+  for (const char* path : {"/", "/dashboard", R"(/assets/[A-Za-z0-9._/-]+)"})
+    http_->Get(path, [&ctx](const httplib::Request& req, httplib::Response& res) { handle_web_asset(ctx, req, res); });
   http_->Get("/v1/models", gated(handle_models));
   http_->Get(R"(/v1/models/(.+))", gated(handle_model));
   http_->Post("/v1/chat/completions", gated(handle_chat));
@@ -66,6 +68,8 @@ void Server::add_routes() {
   http_->Post("/tokenize", gated(handle_tokenize));
   http_->Post("/detokenize", gated(handle_detokenize));
   http_->Get("/metrics", gated(handle_metrics));
+  http_->Get("/metrics.json", gated(handle_metrics_json));
+  http_->Get("/server_info", gated(handle_server_info));
   // OPTIONS that is not a CORS preflight (those are answered before routing).
   http_->Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
     res.status = 204;
@@ -121,7 +125,9 @@ Status Server::start() {
   return ok_status();
 }
 
-void Server::set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tok) {
+void Server::set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tok,
+                       const nlohmann::ordered_json& settings) {
+  for (const auto& [k, v] : settings.items()) ctx_.args.settings[k] = v;
   ctx_.engine = std::move(engine);
   ctx_.tok = std::move(tok);
   ctx_.ready = true;

@@ -43,6 +43,7 @@ struct ServerArgs {
   ResponseStoreLimits responses_store;  // the Responses API's stored responses (response_store.h)
   int shutdown_timeout_s = 20;  // on stop, in-flight requests get this long before they are cancelled
   int max_reasoning_tokens = -1;  // analysis tokens per answer at most (-1: no limit; a request may set its own)
+  nlohmann::ordered_json settings = nlohmann::ordered_json::object();  // start-up settings shown by GET /server_info
 };
 
 struct ServerContext {
@@ -74,7 +75,10 @@ class Server {
   // Binds host:port and starts answering on a background thread.
   Status start();
   // The model is loaded: routes start serving (tok may be null: token-id prompts only).
-  void set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tok);
+  // `settings`: the start-up settings known only once the model is loaded (KV blocks, ...),
+  // added to ServerArgs::settings for GET /server_info.
+  void set_ready(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tok,
+                 const nlohmann::ordered_json& settings = nlohmann::ordered_json::object());
   // Stops accepting, lets in-flight requests finish for up to shutdown_timeout_s, cancels the
   // rest, and stops the engine.
   void stop();

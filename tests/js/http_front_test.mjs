@@ -130,7 +130,7 @@ test('HTTP/1.1 framing: ambiguous or unknown framing is refused', async ({ port 
   assert.deepEqual(statuses(cont.text), [100, 200], cont.text);
 });
 
-test('--api-key covers /tokenize, /detokenize and /v1/*; /health, /metrics and / stay open', async ({ base }) => {
+test('--api-key covers /tokenize, /detokenize and /v1/*; /health, /metrics, the pages stay open', async ({ base }) => {
   for (const [route, body] of [['/tokenize', { prompt: 'hi' }], ['/detokenize', { tokens: [1] }],
     ['/v1/completions', { prompt: 'hi', max_tokens: 1 }]]) {
     for (const key of [null, 'wrong', `${KEY}x`]) {
@@ -139,7 +139,8 @@ test('--api-key covers /tokenize, /detokenize and /v1/*; /health, /metrics and /
       assert.equal(r.status, 401, `${route} with key ${key}`);
     }
   }
-  for (const route of ['/health', '/metrics', '/']) assert.equal((await fetch(base + route)).status, 200, route);
+  for (const route of ['/health', '/metrics', '/metrics.json', '/', '/dashboard', '/assets/chat.js'])
+    assert.equal((await fetch(base + route)).status, 200, route);
 });
 
 test('JSON routes need Content-Type application/json (415), form bodies too', async ({ base }) => {

@@ -34,13 +34,14 @@ TEST(RequestChecks, KeyCoversEveryRouteThatDoesWork) {
   const httplib::Headers nul = {{"Authorization", std::string("Bearer k\0junk", 13)}};
   const httplib::Headers two = {{"Authorization", "Bearer k"}, {"Authorization", "Bearer x"}};
   for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/tokenize",
-                           "/detokenize", "/no/such/route", "/v1/../tokenize"}) {
+                           "/detokenize", "/no/such/route", "/v1/../tokenize", "/assets/../tokenize", "/server_info"}) {
     EXPECT_TRUE(check_api_key(request("POST", path, none), "k").has_value()) << path;
     EXPECT_EQ(check_api_key(request("POST", path, nul), "k")->status, 401) << path;
     EXPECT_TRUE(check_api_key(request("POST", path, two), "k").has_value()) << path;
     EXPECT_FALSE(check_api_key(request("POST", path, good), "k").has_value()) << path;
   }
-  for (const char* path : {"/health", "/metrics", "/"}) EXPECT_FALSE(check_api_key(request("GET", path, none), "k")) << path;
+  for (const char* path : {"/health", "/metrics", "/", "/metrics.json", "/dashboard", "/assets/chat.js"})
+    EXPECT_FALSE(check_api_key(request("GET", path, none), "k")) << path;
   EXPECT_FALSE(check_api_key(request("POST", "/tokenize", none), ""));  // no key set: open
 }
 
