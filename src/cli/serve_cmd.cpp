@@ -135,6 +135,7 @@ nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& e
           {"max_connections_per_client", h.max_connections_per_client},
           {"max_body_bytes", h.max_body_bytes},
           {"shutdown_timeout", f.shutdown_timeout},
+          {"max_reasoning_tokens", f.max_reasoning_tokens},
           {"allowed_origins", f.allowed_origins.empty() ? "none" : f.allowed_origins}};
 }
 

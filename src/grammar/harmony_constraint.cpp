@@ -45,6 +45,8 @@ HarmonyConstraint::HarmonyConstraint(std::shared_ptr<const VocabTrie> vocab, Har
     h.push_back(ids.message);
     headers_.push_back(std::move(h));
   }
+  const bool json_answer = std::any_of(rule_.targets.begin(), rule_.targets.end(), [](const AnswerTarget& t) { return t.schema != nullptr; });
+  if (json_answer && rule_.max_tokens > 0) reserve_ = std::min(kAnswerReserve, rule_.max_tokens / 4);
   enter_literal({Alt{.symbols = {ids.channel}, .then = kToHeader}});
 }
 
@@ -53,7 +55,14 @@ std::unique_ptr<TokenConstraint> HarmonyConstraint::fresh() const {
 }
 
 bool HarmonyConstraint::budget_left(int extra) const {
+  if (rule_.max_tokens > 0 && generated_ + extra + reserve_ >= rule_.max_tokens) return false;
   return rule_.max_reasoning_tokens < 0 || reasoning_ + extra < rule_.max_reasoning_tokens;
+}
+
+bool HarmonyConstraint::wrapping_up() const {
+  if (!matcher_ || rule_.max_tokens <= 0) return false;
+  const int left = rule_.max_tokens - generated_ - 1;  // the terminator takes one
+  return left <= matcher_->closing_bytes(state_) + 2;
 }
 
 void HarmonyConstraint::enter_literal(std::vector<Alt> alts) {
@@ -140,12 +149,18 @@ void HarmonyConstraint::body_mask(TokenMask& mask) {
     mask.allow(terminator);
     return;
   }
-  std::string key = matcher_->key(state_);
+  MatchState state = state_;
+  state.closing = wrapping_up();
+  std::string key = matcher_->key(state);
   if (auto it = cache_.find(key); it != cache_.end()) {
     mask.words = it->second.words;
     return;
   }
-  vocab_->allow_json(*matcher_, state_, scratch_arena(), mask);
+  vocab_->allow_json(*matcher_, state, scratch_arena(), mask);
+  if (state.closing && mask.count() == 0 && !matcher_->can_end(state_)) {  // never expected: wrap up as usual
+    state.closing = false;
+    vocab_->allow_json(*matcher_, state, scratch_arena(), mask);
+  }
   // The document is complete, or (never expected) nothing can follow: the terminator ends it.
   if (matcher_->can_end(state_) || mask.count() == 0) mask.allow(terminator);
   if (cache_.size() >= kMaxCachedMasks) cache_.erase(cache_.begin());
@@ -153,12 +168,18 @@ void HarmonyConstraint::body_mask(TokenMask& mask) {
 }
 
 int32_t HarmonyConstraint::accept(int32_t token) {
-  if (apply(token)) return token;
+  if (apply(token)) {
+    generated_++;
+    return token;
+  }
   // Drawn ahead under an older mask: the one token allowed now takes its place.
   TokenMask now(vocab_->vocab());
   compute_mask(now);
   const int32_t forced = now.only();
-  if (forced >= 0 && apply(forced)) return forced;
+  if (forced >= 0 && apply(forced)) {
+    generated_++;
+    return forced;
+  }
   return -1;
 }
 

@@ -25,7 +25,13 @@ struct AnswerTarget {
 struct HarmonyRule {
   std::vector<AnswerTarget> targets;  // one at least
   int max_reasoning_tokens = -1;      // analysis tokens at most; -1: unbounded, 0: none
+  // The request's max_tokens (-1: unknown). Near it the answer is wrapped up: the analysis gives
+  // way to a JSON answer while room is left (kAnswerReserve), and a JSON body closes the shortest
+  // way once the tokens left barely cover that.
+  int max_tokens = -1;
 };
+
+inline constexpr int kAnswerReserve = 48;  // tokens kept for a JSON answer (a quarter of max_tokens at most)
 
 class HarmonyConstraint final : public TokenConstraint {
  public:
@@ -56,12 +62,15 @@ class HarmonyConstraint final : public TokenConstraint {
   bool apply_body(int32_t token);
   void compute_mask(TokenMask& mask);
   void body_mask(TokenMask& mask);
+  bool wrapping_up() const;  // a JSON body must close now to end within max_tokens
 
   std::shared_ptr<const VocabTrie> vocab_;
   HarmonyRule rule_;
   std::vector<std::vector<int32_t>> headers_;  // per target: header symbols through <|message|>
   Phase phase_ = Phase::Literal;
   int reasoning_ = 0;
+  int generated_ = 0;  // tokens accepted
+  int reserve_ = 0;    // tokens the analysis leaves for the answer
   // Literal phase: alternatives still alive, all matched up to pos_.
   std::vector<Alt> alts_;
   size_t pos_ = 0;

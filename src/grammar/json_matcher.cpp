@@ -12,6 +12,9 @@
 //   Literal a: trie node
 #include "grammar/json_matcher.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace mx::grammar {
 namespace {
 
@@ -25,6 +28,49 @@ JsonMatcher::JsonMatcher(std::shared_ptr<const Schema> schema) : schema_(std::mo
   free_literals_.insert("true", 0);
   free_literals_.insert("false", 1);
   free_literals_.insert("null", 2);
+  for (size_t i = 0; i < schema_->nodes.size(); ++i) min_bytes_.push_back(min_bytes(int32_t(i)));
+}
+
+// The bytes a wrap-up of a value of the node may take: the shortest content it requires, the
+// longest of a literal set (recursion through $ref is cut at depth 8).
+int JsonMatcher::min_bytes(int32_t idx, int depth) const {
+  if (depth > 8) return 64;
+  const SchemaNode& n = node(idx);
+  auto digits = [](double v) { return v < 10 ? 1 : int(std::floor(std::log10(v))) + 1; };
+  switch (n.kind) {
+    case NodeKind::Any: return 5;  // "false"
+    case NodeKind::String: return 2 + 2 * n.min_length + (n.regex >= 0 ? 16 : 0);
+    case NodeKind::Number:
+    case NodeKind::Integer:
+      if (n.has_min && n.minimum > 0) return digits(std::ceil(n.minimum)) + 1;
+      if (n.has_max && n.maximum < 0) return digits(std::ceil(-n.maximum)) + 2;
+      return 2;
+    case NodeKind::Literals: {  // the longest: a wrap-up does not choose among them
+      const ByteTrie& t = schema_->tries[size_t(n.literals)];
+      int longest = 0;
+      std::vector<std::pair<int32_t, int>> todo = {{0, 0}};
+      while (!todo.empty()) {
+        auto [at, len] = todo.back();
+        todo.pop_back();
+        if (t.nodes[size_t(at)].value >= 0) longest = std::max(longest, len);
+        for (const auto& e : t.nodes[size_t(at)].next) todo.emplace_back(e.second, len + 1);
+      }
+      return longest;
+    }
+    case NodeKind::AnyOf: {
+      int best = 1 << 20;
+      for (int32_t a : n.alternatives) best = std::min(best, min_bytes(a, depth + 1));
+      return best;
+    }
+    case NodeKind::Array: return 2 + n.min_items * (min_bytes(n.items, depth + 1) + 1);
+    case NodeKind::Object: {
+      int bytes = 2;
+      for (const Property& p : n.props)
+        if (p.required) bytes += int(p.name.size()) + 4 + min_bytes(p.node, depth + 1);
+      return bytes;
+    }
+  }
+  return 1;
 }
 
 MatchState JsonMatcher::start(Arena& arena) const {
@@ -38,7 +84,8 @@ MatchState JsonMatcher::start(Arena& arena) const {
 
 bool JsonMatcher::advance(const MatchState& in, uint8_t byte, MatchState& out, Arena& arena) const {
   out.n = 0;
-  Out o{out, arena};
+  out.closing = in.closing;
+  Out o{out, arena, in.closing};
   for (int i = 0; i < in.n; ++i) step(in.s[size_t(i)], byte, o);
   return out.n > 0 && !o.full;
 }
@@ -88,7 +135,54 @@ std::string JsonMatcher::key(const MatchState& s) const {
     }
     k.push_back('|');
   }
+  k.push_back(s.closing ? 'c' : 'o');
   return k;
+}
+
+int JsonMatcher::frame_closing_bytes(const Frame& f) const {
+  const SchemaNode* n = f.node >= 0 ? &node(f.node) : nullptr;
+  auto required_after = [&](int32_t from) {
+    int bytes = 0;
+    for (size_t p = size_t(std::max(0, from)); p < n->props.size(); ++p)
+      if (n->props[p].required) bytes += int(n->props[p].name.size()) + 4 + min_bytes_[size_t(n->props[p].node)];
+    return bytes;
+  };
+  switch (f.type) {
+    case FrameType::Doc: return 0;
+    case FrameType::Value: return min_bytes_[size_t(f.node)];
+    case FrameType::Key: {  // the rest of the longest candidate key, ':' and its value
+      int bytes = 0;
+      for (int32_t p = f.a; p <= f.b && p < int32_t(n->props.size()); ++p)
+        bytes = std::max(bytes, int(n->props[size_t(p)].name.size()) + 3 + min_bytes_[size_t(n->props[size_t(p)].node)]);
+      return bytes;
+    }
+    case FrameType::String:
+      return 1 + 4 + (n && n->kind == NodeKind::String ? 2 * std::max(0, n->min_length - f.a) + (n->regex >= 0 ? 16 : 0) : 0);
+    case FrameType::Number: return 2;
+    case FrameType::Literal: return 8;
+    case FrameType::Array:
+      return 1 + (n->kind == NodeKind::Array ? std::max(0, n->min_items - f.a) * (min_bytes_[size_t(n->items)] + 1) : 0);
+    case FrameType::Object:
+      if (n->kind != NodeKind::Object) return 1;
+      return 1 + (f.stage == 1 ? 1 + min_bytes_[size_t(f.b)] : 0) + required_after(f.a);
+  }
+  return 0;
+}
+
+int JsonMatcher::closing_bytes(const MatchState& s) const {
+  int best = 1 << 30;
+  for (int i = 0; i < s.n; ++i) {
+    int bytes = 0;
+    for (const Stack* t = s.s[size_t(i)]; t; t = t->parent) {
+      bytes += frame_closing_bytes(t->f);
+      if (t->f.type == FrameType::String && t->f.stage == 1) {  // an extra key: ':' and its value follow
+        const SchemaNode& obj = node(t->parent->f.node);
+        bytes += 1 + min_bytes_[size_t(obj.kind == NodeKind::Any ? t->parent->f.node : obj.additional)];
+      }
+    }
+    best = std::min(best, bytes);
+  }
+  return best;
 }
 
 void JsonMatcher::step(const Stack* top, uint8_t c, Out& out) const {
@@ -96,7 +190,7 @@ void JsonMatcher::step(const Stack* top, uint8_t c, Out& out) const {
     case FrameType::Doc: return;  // the document is complete: nothing may follow
     case FrameType::Value:
       if (is_ws(c)) {
-        if (top->f.ws >= kMaxWhitespace) return;
+        if (top->f.ws >= kMaxWhitespace || out.closing) return;
         Frame g = top->f;
         g.ws++;
         out.replace(top, g);
@@ -167,13 +261,13 @@ void JsonMatcher::step_object(const Stack* top, uint8_t c, Out& out) const {
   MX_OBJECT_VIEW(f);
   Frame g = f;
   if (is_ws(c)) {
-    if (f.ws >= kMaxWhitespace) return;
+    if (f.ws >= kMaxWhitespace || out.closing) return;
     g.ws++;
     return out.replace(top, g);
   }
   g.ws = 0;
   if (f.stage == 0 || f.stage == 3) {
-    if (c == '"') return start_key(top, out);
+    if (c == '"' && (!out.closing || f.stage == 3 || view.required_from(f.a))) return start_key(top, out);
     if (c == '}' && f.stage == 0 && !view.required_from(0)) out.add(top->parent);
   } else if (f.stage == 1) {
     if (c != ':') return;
@@ -181,7 +275,7 @@ void JsonMatcher::step_object(const Stack* top, uint8_t c, Out& out) const {
     const Stack* obj = out.make(g, top->parent);
     if (obj) out.add(out.make(Frame{.type = FrameType::Value, .depth = f.depth, .node = f.b}, obj));
   } else if (f.stage == 2) {
-    const bool more = f.a < int32_t(view.props->size()) || view.additional >= 0;
+    const bool more = out.closing ? view.required_from(f.a) : f.a < int32_t(view.props->size()) || view.additional >= 0;
     if (c == ',' && more) {
       g.stage = 3;
       out.replace(top, g);
@@ -194,9 +288,9 @@ void JsonMatcher::step_object(const Stack* top, uint8_t c, Out& out) const {
 void JsonMatcher::start_key(const Stack* obj, Out& out) const {
   const Frame& f = obj->f;
   MX_OBJECT_VIEW(f);
-  const int32_t lo = f.a, hi = view.last_candidate(f.a);
+  const int32_t hi = view.last_candidate(f.a), lo = out.closing ? hi : f.a;  // wrapping up: no optional keys
   if (lo <= hi) out.add(out.make(Frame{.type = FrameType::Key, .depth = f.depth, .node = f.node, .a = lo, .b = hi}, obj));
-  if (view.additional >= 0 && !view.required_from(f.a))
+  if (view.additional >= 0 && !view.required_from(f.a) && !out.closing)
     out.add(out.make(Frame{.type = FrameType::String, .stage = 1, .depth = f.depth, .node = -1}, obj));
 }
 
@@ -234,12 +328,13 @@ void JsonMatcher::step_array(const Stack* top, uint8_t c, Out& out) const {
   const int32_t items = free ? f.node : n.items, min = free ? 0 : n.min_items, max = free ? -1 : n.max_items;
   Frame g = f;
   if (is_ws(c)) {
-    if (f.ws >= kMaxWhitespace) return;
+    if (f.ws >= kMaxWhitespace || out.closing) return;
     g.ws++;
     return out.replace(top, g);
   }
   g.ws = 0;
   if (c == ']' && f.a >= min) return out.add(top->parent);
+  if (out.closing && f.a >= min) return;  // no more items than required
   if (f.stage == 0 && max != 0) {
     g.stage = 2;
     g.a = 1;

@@ -54,6 +54,9 @@ inline constexpr int kMaxNesting = 32;  // containers inside containers, schema 
 
 struct MatchState {
   uint8_t n = 0;
+  // Wrapping up (few tokens left): only bytes that finish the document the shortest way are
+  // accepted (no whitespace, no optional content, no further items or properties than required).
+  bool closing = false;
   std::array<const Stack*, kMaxStacks> s{};
 };
 
@@ -71,11 +74,14 @@ class JsonMatcher {
   MatchState copy(const MatchState& s, Arena& arena) const;
   // The state's frames as bytes (a cache key: equal keys accept the same continuations).
   std::string key(const MatchState& s) const;
+  // About how many bytes the shortest end of the document takes from s (the fewest over its stacks).
+  int closing_bytes(const MatchState& s) const;
 
  private:
   struct Out {  // the stacks one step produces
     MatchState& state;
     Arena& arena;
+    bool closing = false;
     bool full = false;
     const Stack* make(const Frame& f, const Stack* parent) {
       const Stack* s = arena.make(f, parent);
@@ -106,8 +112,12 @@ class JsonMatcher {
   const ByteTrie& literal_trie(const Frame& f) const;
   const SchemaNode& node(int32_t i) const { return schema_->nodes[size_t(i)]; }
 
+  int min_bytes(int32_t node, int depth = 0) const;  // a wrap-up's bytes for a value of the node
+  int frame_closing_bytes(const Frame& f) const;
+
   std::shared_ptr<const Schema> schema_;
   ByteTrie free_literals_;  // true, false, null (free JSON)
+  std::vector<int> min_bytes_;  // per node
 };
 
 }  // namespace mx::grammar

@@ -77,6 +77,8 @@ void JsonMatcher::step_string(const Stack* top, uint8_t c, Out& out) const {
     return out.add(top->parent);
   }
   if (c < 0x20 || (c >= 0x80 && utf8_lead(c) == 0)) return;
+  // Wrapping up: content only while the length or the pattern still needs it.
+  if (out.closing && !(n && f.a < n->min_length) && !(re && !re->accepting(f.d))) return;
   if (counted) {
     if (n->max_length >= 0 && f.a >= n->max_length) return;
     g.a++;
@@ -171,6 +173,7 @@ void JsonMatcher::step_number(const Stack* top, uint8_t c, Out& out) const {
       else ok = false;
       break;
   }
+  if (ok && out.closing && number_complete(f)) ok = false;  // wrapping up: no further digits
   if (ok) {
     if (number_feasible(g)) out.replace(top, g);
     return;

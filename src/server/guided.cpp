@@ -85,7 +85,7 @@ std::optional<ApiError> attach_constraint(const ServerContext& ctx, const Json& 
   if (auto* e = std::get_if<ApiError>(&budget)) return *e;
   const FinalFormat& f = std::get<FinalFormat>(format);
   const bool forced = prompt.tool_choice == openai::ToolChoice::Required || prompt.tool_choice == openai::ToolChoice::Named;
-  grammar::HarmonyRule rule{.max_reasoning_tokens = std::get<int>(budget)};
+  grammar::HarmonyRule rule{.max_reasoning_tokens = std::get<int>(budget), .max_tokens = params.max_tokens};
   if (!f.json && !forced && rule.max_reasoning_tokens < 0) return std::nullopt;  // nothing to enforce
   if (!forced) rule.targets.push_back({.header = "final", .schema = f.schema});
   std::vector<std::string> tools;

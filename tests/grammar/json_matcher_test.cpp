@@ -31,15 +31,23 @@ struct Walker {
 
   // A random document: each byte drawn among the allowed ones, half the time from the ones that
   // close things (quotes, brackets, digits, literal starts) so that walks end.
-  std::optional<std::string> walk(std::mt19937& rng, size_t max_bytes) {
+  // closing_after: bytes after which the state wraps up (closing mode); the walk then must end
+  // within closing_bytes() of that point.
+  std::optional<std::string> walk(std::mt19937& rng, size_t max_bytes, size_t closing_after = SIZE_MAX) {
     arena.rewind(0);
     MatchState s = m.start(arena);
     std::string text;
-    while (text.size() < max_bytes) {
+    size_t limit = max_bytes;
+    for (;;) {
+      if (text.size() == closing_after && !s.closing) {
+        s.closing = true;
+        limit = text.size() + size_t(m.closing_bytes(s));
+      }
       auto bytes = allowed(s);
       const bool end = m.can_end(s);
       EXPECT_TRUE(end || !bytes.empty()) << "dead end after: " << text;
-      if (bytes.empty() || (end && rng() % 4 == 0)) return end ? std::optional(text) : std::nullopt;
+      if (bytes.empty() || (end && (s.closing || rng() % 4 == 0))) return end ? std::optional(text) : std::nullopt;
+      if (text.size() >= limit) break;
       std::vector<uint8_t> closing;
       for (uint8_t c : bytes)
         if (std::string_view("\"}]0123456789tfn,:").find(char(c)) != std::string_view::npos) closing.push_back(c);
@@ -50,6 +58,7 @@ struct Walker {
       s = next;
       text.push_back(char(c));
     }
+    EXPECT_FALSE(s.closing) << "the wrap-up did not end within its estimate (" << limit << " bytes): " << nlohmann::json(text).dump();
     return std::nullopt;
   }
 
@@ -106,6 +115,25 @@ TEST(JsonMatcher, RandomWalksParseAndValidate) {
   expect_walks_valid(Json::parse(R"({"anyOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"],
     "additionalProperties": false}, {"type": "object", "properties": {"a": {"const": 2}, "b": {"type": "string"}},
     "required": ["a", "b"], "additionalProperties": false}]})"), 200, 5);
+}
+
+// Wrapping up from any point of a random walk ends the document within closing_bytes(), valid.
+TEST(JsonMatcher, ClosingModeEndsWithinItsEstimate) {
+  for (const char* schema : {kPerson, R"({"type": "object"})", R"({"type": "array", "items": {"type": "object",
+      "properties": {"a": {"type": "string", "minLength": 3}, "b": {"type": "array", "minItems": 2, "items":
+      {"type": "number"}}}, "required": ["a", "b"]}})"}) {
+    const Json parsed = Json::parse(schema);
+    JsonMatcher m = matcher_for(parsed);
+    Walker w{m};
+    std::mt19937 rng{42};
+    for (int i = 0; i < 200; ++i) {
+      auto text = w.walk(rng, 4000, size_t(rng() % 60));
+      if (!text) continue;  // ended before the wrap-up point, or a dead end (reported by walk)
+      Json doc;
+      ASSERT_NO_THROW(doc = Json::parse(*text)) << *text;
+      EXPECT_TRUE(test::validates(nlohmann::json(parsed), nlohmann::json(doc))) << *text;
+    }
+  }
 }
 
 TEST(JsonMatcher, RecursiveRefsAndPatterns) {

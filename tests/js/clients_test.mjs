@@ -222,7 +222,7 @@ test('openai: chat.completions.runTools with a zod function tool', async ({ clie
   validates(Weather, calls[0], 'get_weather arguments');
   assert.equal(toolMessages.length, 1);
   assert.equal(toolMessages[0].content, JSON.stringify({ temp_c: 3 }));
-  assert.ok(runner.totalUsage().completion_tokens >= 1);
+  assert.ok((await runner.totalUsage()).completion_tokens >= 1);
 });
 
 test('openai: models.retrieve', async ({ client }) => {
