@@ -8,6 +8,9 @@ namespace mx::grammar {
 namespace {
 
 constexpr size_t kMaxCachedMasks = 32;
+// Within this many tokens of the last one that still lets a wrap-up fit, masks check each token's
+// wrap-up cost (a token may open a key or a string that must then be finished).
+constexpr int kWatchTokens = 64;
 
 void append_bytes(std::vector<int32_t>& out, std::string_view s) {
   for (unsigned char c : s) out.push_back(int32_t(c));
@@ -59,10 +62,8 @@ bool HarmonyConstraint::budget_left(int extra) const {
   return rule_.max_reasoning_tokens < 0 || reasoning_ + extra < rule_.max_reasoning_tokens;
 }
 
-bool HarmonyConstraint::wrapping_up() const {
-  if (!matcher_ || rule_.max_tokens <= 0) return false;
-  const int left = rule_.max_tokens - generated_ - 1;  // the terminator takes one
-  return left <= matcher_->closing_bytes(state_) + 2;
+int HarmonyConstraint::tokens_left() const {
+  return rule_.max_tokens > 0 ? rule_.max_tokens - generated_ - 1 : 1 << 30;
 }
 
 void HarmonyConstraint::enter_literal(std::vector<Alt> alts) {
@@ -149,16 +150,20 @@ void HarmonyConstraint::body_mask(TokenMask& mask) {
     mask.allow(terminator);
     return;
   }
+  // Near max_tokens: first only tokens after which a wrap-up still fits the tokens left (each of
+  // its tokens is a byte at least), then the wrap-up itself (closing mode).
   MatchState state = state_;
-  state.closing = wrapping_up();
-  std::string key = matcher_->key(state);
+  const int left = tokens_left(), need = matcher_->closing_bytes(state_);
+  state.closing = left <= need + 1;
+  const int budget = !state.closing && left <= need + kWatchTokens ? left - 1 : -1;
+  std::string key = matcher_->key(state) + std::to_string(budget);
   if (auto it = cache_.find(key); it != cache_.end()) {
     mask.words = it->second.words;
     return;
   }
-  vocab_->allow_json(*matcher_, state, scratch_arena(), mask);
-  if (state.closing && mask.count() == 0 && !matcher_->can_end(state_)) {  // never expected: wrap up as usual
-    state.closing = false;
+  vocab_->allow_json(*matcher_, state, scratch_arena(), mask, budget);
+  if (mask.count() == 0 && !matcher_->can_end(state_)) {  // never expected: the wrap-up alone
+    state.closing = true;
     vocab_->allow_json(*matcher_, state, scratch_arena(), mask);
   }
   // The document is complete, or (never expected) nothing can follow: the terminator ends it.

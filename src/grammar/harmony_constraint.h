@@ -62,7 +62,7 @@ class HarmonyConstraint final : public TokenConstraint {
   bool apply_body(int32_t token);
   void compute_mask(TokenMask& mask);
   void body_mask(TokenMask& mask);
-  bool wrapping_up() const;  // a JSON body must close now to end within max_tokens
+  int tokens_left() const;  // before max_tokens, the terminator kept (large when unbounded)
 
   std::shared_ptr<const VocabTrie> vocab_;
   HarmonyRule rule_;

@@ -39,7 +39,10 @@ int JsonMatcher::min_bytes(int32_t idx, int depth) const {
   auto digits = [](double v) { return v < 10 ? 1 : int(std::floor(std::log10(v))) + 1; };
   switch (n.kind) {
     case NodeKind::Any: return 5;  // "false"
-    case NodeKind::String: return 2 + 2 * n.min_length + (n.regex >= 0 ? 16 : 0);
+    case NodeKind::String: {
+      const Regex* re = n.regex >= 0 ? &schema_->regexes[size_t(n.regex)] : nullptr;
+      return 2 + std::max(4 * n.min_length, re ? re->distance(re->start()) : 0);
+    }
     case NodeKind::Number:
     case NodeKind::Integer:
       if (n.has_min && n.minimum > 0) return digits(std::ceil(n.minimum)) + 1;
@@ -57,10 +60,10 @@ int JsonMatcher::min_bytes(int32_t idx, int depth) const {
       }
       return longest;
     }
-    case NodeKind::AnyOf: {
-      int best = 1 << 20;
-      for (int32_t a : n.alternatives) best = std::min(best, min_bytes(a, depth + 1));
-      return best;
+    case NodeKind::AnyOf: {  // a wrap-up may take any of them
+      int most = 0;
+      for (int32_t a : n.alternatives) most = std::max(most, min_bytes(a, depth + 1));
+      return most;
     }
     case NodeKind::Array: return 2 + n.min_items * (min_bytes(n.items, depth + 1) + 1);
     case NodeKind::Object: {
@@ -156,21 +159,32 @@ int JsonMatcher::frame_closing_bytes(const Frame& f) const {
         bytes = std::max(bytes, int(n->props[size_t(p)].name.size()) + 3 + min_bytes_[size_t(n->props[size_t(p)].node)]);
       return bytes;
     }
-    case FrameType::String:
-      return 1 + 4 + (n && n->kind == NodeKind::String ? 2 * std::max(0, n->min_length - f.a) + (n->regex >= 0 ? 16 : 0) : 0);
+    case FrameType::String: {  // the rest of a character (4), what the length or the pattern needs, '"'
+      const Regex* re = n && n->regex >= 0 ? &schema_->regexes[size_t(n->regex)] : nullptr;
+      return 1 + 4 + std::max(n && n->kind == NodeKind::String ? 4 * std::max(0, n->min_length - f.a) : 0,
+                              re ? re->distance(f.d) : 0);
+    }
     case FrameType::Number: return 2;
     case FrameType::Literal: return 8;
     case FrameType::Array:
       return 1 + (n->kind == NodeKind::Array ? std::max(0, n->min_items - f.a) * (min_bytes_[size_t(n->items)] + 1) : 0);
-    case FrameType::Object:
-      if (n->kind != NodeKind::Object) return 1;
-      return 1 + (f.stage == 1 ? 1 + min_bytes_[size_t(f.b)] : 0) + required_after(f.a);
+    case FrameType::Object: {  // '}', after a key ':' and its value, the required properties left
+      int bytes = 1 + (f.stage == 1 ? 1 + min_bytes_[size_t(f.b)] : 0);
+      const bool declared = n->kind == NodeKind::Object;
+      const int required = declared ? required_after(f.a) : 0;
+      if (f.stage == 3 && required == 0) {  // after ',' a key must come: the last candidate, or an extra one
+        const bool last = declared && f.a < int32_t(n->props.size());
+        const int32_t value = last ? n->props.back().node : declared ? n->additional : f.node;
+        bytes += (last ? int(n->props.back().name.size()) : 0) + 4 + (value >= 0 ? min_bytes_[size_t(value)] : 5);
+      }
+      return bytes + required;
+    }
   }
   return 0;
 }
 
 int JsonMatcher::closing_bytes(const MatchState& s) const {
-  int best = 1 << 30;
+  int most = 0;  // a wrap-up may follow any of the stacks
   for (int i = 0; i < s.n; ++i) {
     int bytes = 0;
     for (const Stack* t = s.s[size_t(i)]; t; t = t->parent) {
@@ -180,9 +194,9 @@ int JsonMatcher::closing_bytes(const MatchState& s) const {
         bytes += 1 + min_bytes_[size_t(obj.kind == NodeKind::Any ? t->parent->f.node : obj.additional)];
       }
     }
-    best = std::min(best, bytes);
+    most = std::max(most, bytes);
   }
-  return best;
+  return most;
 }
 
 void JsonMatcher::step(const Stack* top, uint8_t c, Out& out) const {
@@ -289,8 +303,10 @@ void JsonMatcher::start_key(const Stack* obj, Out& out) const {
   const Frame& f = obj->f;
   MX_OBJECT_VIEW(f);
   const int32_t hi = view.last_candidate(f.a), lo = out.closing ? hi : f.a;  // wrapping up: no optional keys
-  if (lo <= hi) out.add(out.make(Frame{.type = FrameType::Key, .depth = f.depth, .node = f.node, .a = lo, .b = hi}, obj));
-  if (view.additional >= 0 && !view.required_from(f.a) && !out.closing)
+  const bool declared = lo >= f.a && lo <= hi;
+  if (declared) out.add(out.make(Frame{.type = FrameType::Key, .depth = f.depth, .node = f.node, .a = lo, .b = hi}, obj));
+  // An extra key after the declared ones (wrapping up: only when a key must come and none is declared).
+  if (view.additional >= 0 && !view.required_from(f.a) && (!out.closing || !declared))
     out.add(out.make(Frame{.type = FrameType::String, .stage = 1, .depth = f.depth, .node = -1}, obj));
 }
 

@@ -74,7 +74,7 @@ class JsonMatcher {
   MatchState copy(const MatchState& s, Arena& arena) const;
   // The state's frames as bytes (a cache key: equal keys accept the same continuations).
   std::string key(const MatchState& s) const;
-  // About how many bytes the shortest end of the document takes from s (the fewest over its stacks).
+  // At most how many bytes a wrap-up (closing mode) from s takes to end the document.
   int closing_bytes(const MatchState& s) const;
 
  private:

@@ -77,8 +77,10 @@ void JsonMatcher::step_string(const Stack* top, uint8_t c, Out& out) const {
     return out.add(top->parent);
   }
   if (c < 0x20 || (c >= 0x80 && utf8_lead(c) == 0)) return;
-  // Wrapping up: content only while the length or the pattern still needs it.
-  if (out.closing && !(n && f.a < n->min_length) && !(re && !re->accepting(f.d))) return;
+  // Wrapping up: content only while the length needs it, or a byte nearer to the pattern's end.
+  if (out.closing && !(n && f.a < n->min_length) && !(re && re->distance(re->next(f.d, c)) >= 0 &&
+                                                       re->distance(re->next(f.d, c)) < re->distance(f.d)))
+    return;
   if (counted) {
     if (n->max_length >= 0 && f.a >= n->max_length) return;
     g.a++;

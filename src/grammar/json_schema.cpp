@@ -47,6 +47,13 @@ const char* const kRefused[] = {"not", "if", "then", "else", "patternProperties"
                                 "unevaluatedProperties", "unevaluatedItems", "minProperties", "maxProperties",
                                 "minContains", "maxContains"};
 
+// The keywords that imply a type when "type" is absent.
+const std::pair<const char*, std::vector<const char*>> kKeywordKinds[] = {
+    {"object", {"properties", "required", "additionalProperties"}},
+    {"array", {"items", "minItems", "maxItems"}},
+    {"string", {"minLength", "maxLength", "pattern", "format"}},
+    {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}}};
+
 class Compiler {
  public:
   explicit Compiler(const Json& root) : root_(root) {}
@@ -83,11 +90,17 @@ class Compiler {
       }
       return alts.size() == 1 ? alts[0] : add(SchemaNode{.kind = NodeKind::AnyOf, .alternatives = alts});
     }
-    std::string t = type != s.end() && type->is_string() ? type->get<std::string>() : "";
     MX_CHECK(type == s.end() || type->is_string(), "'type' at {} must be a string or a list", path);
-    if (t.empty()) t = s.contains("properties") ? "object" : s.contains("items") ? "array" : "";
-    if (t.empty()) return add(SchemaNode{.kind = NodeKind::Any});
-    return typed(s, t, path, depth);
+    if (type != s.end()) return typed(s, type->get<std::string>(), path, depth);
+    // No type: the kinds its keywords constrain (generating only those keeps every keyword true).
+    std::vector<int32_t> alts;
+    for (const auto& [kind, keys] : kKeywordKinds) {
+      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return s.contains(k); })) continue;
+      MX_ASSIGN(int32_t a, typed(s, kind, path, depth));
+      alts.push_back(a);
+    }
+    if (alts.empty()) return add(SchemaNode{.kind = NodeKind::Any});
+    return alts.size() == 1 ? alts[0] : add(SchemaNode{.kind = NodeKind::AnyOf, .alternatives = alts});
   }
 
   Result<Schema> run() {
@@ -218,12 +231,12 @@ class Compiler {
     auto format = s.find("format");
     if (pattern != s.end()) {
       MX_CHECK(pattern->is_string(), "'pattern' at {} must be a string", path);
-      auto re = Regex::compile(pattern->get<std::string>());
+      auto re = Regex::compile(pattern->get<std::string>(), Regex::Alphabet::kJsonUnescaped);
       if (!re.ok()) return re.status().with_context(fmt::format("'pattern' at {}", path));
       out_.regexes.push_back(std::move(re.value()));
       n.regex = int32_t(out_.regexes.size() - 1);
     } else if (format != s.end() && format->is_string()) {
-      auto re = Regex::for_format(format->get<std::string>());
+      auto re = Regex::for_format(format->get<std::string>(), Regex::Alphabet::kJsonUnescaped);
       if (re.ok()) {  // unknown formats are annotations (JSON Schema's default)
         out_.regexes.push_back(std::move(re.value()));
         n.regex = int32_t(out_.regexes.size() - 1);

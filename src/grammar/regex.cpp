@@ -20,7 +20,7 @@ constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kUnbounded = -1;
 // Subset construction passes through states that minimisation later merges or drops (dead ones):
 // this bounds its time and memory; Regex::kMaxStates bounds the result.
-constexpr int kMaxBuildStates = 4 * Regex::kMaxStates;
+constexpr size_t kMaxBuildStates = 4 * Regex::kMaxStates;
 // Nested counted repetition multiplies ((.{64}){64} is 4096 copies of '.'): bound the NFA too.
 constexpr size_t kMaxNfaStates = 100000;
 
@@ -32,11 +32,8 @@ CharSet normalized(CharSet s) {  // sorted, disjoint, non-adjacent
   std::sort(s.begin(), s.end());
   CharSet out;
   for (auto [lo, hi] : s) {
-    if (!out.empty() && lo <= out.back().second + 1) {
-      out.back().second = std::max(out.back().second, hi);
-    } else {
-      out.push_back({lo, hi});
-    }
+    if (!out.empty() && lo <= out.back().second + 1) out.back().second = std::max(out.back().second, hi);
+    else out.push_back({lo, hi});
   }
   return out;
 }
@@ -66,44 +63,34 @@ CharSet dot_set() { return complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x20
 using ByteSeq = std::vector<std::pair<uint8_t, uint8_t>>;  // one byte range per position
 
 int encode_utf8(uint32_t cp, uint8_t out[4]) {
-  if (cp < 0x80) {
-    out[0] = static_cast<uint8_t>(cp);
-    return 1;
-  }
   static constexpr uint8_t kLead[] = {0, 0, 0xC0, 0xE0, 0xF0};  // by encoded length
-  const int n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
   for (int i = n - 1; i > 0; --i, cp >>= 6) out[i] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
   out[0] = static_cast<uint8_t>(kLead[n] | cp);
   return n;
 }
 
-// Appends byte-range sequences matching exactly the UTF-8 encodings of [lo, hi] (no surrogates
-// inside): split until every position's bytes range independently (as RE2 and utf8-ranges do).
-void split_utf8(uint32_t lo, uint32_t hi, std::vector<ByteSeq>& out) {
-  for (uint32_t last : {0x7Fu, 0x7FFu, 0xFFFFu}) {  // one encoded length per range
-    if (lo <= last && hi > last) {
-      split_utf8(lo, last, out);
-      split_utf8(last + 1, hi, out);
-      return;
-    }
+// Where [lo, hi] must be split so that each part's encodings have one length and range
+// independently at each byte position (as RE2 and utf8-ranges split), or 0 when nowhere.
+uint32_t utf8_cut(uint32_t lo, uint32_t hi) {
+  for (uint32_t last : {0x7Fu, 0x7FFu, 0xFFFFu}) {
+    if (lo <= last && hi > last) return last + 1;
   }
-  if (hi <= 0x7F) {
-    out.push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
-    return;
-  }
-  for (int i = 1; i < 4; ++i) {
-    const uint32_t m = (1u << (6 * i)) - 1;  // the low i continuation bytes
+  for (int i = 1; i < 4 && hi > 0x7F; ++i) {
+    const uint32_t m = (1u << (6 * i)) - 1;  // the bits of the last i bytes
     if ((lo & ~m) == (hi & ~m)) continue;
-    if ((lo & m) != 0) {
-      split_utf8(lo, lo | m, out);
-      split_utf8((lo | m) + 1, hi, out);
-      return;
-    }
-    if ((hi & m) != m) {
-      split_utf8(lo, (hi & ~m) - 1, out);
-      split_utf8(hi & ~m, hi, out);
-      return;
-    }
+    if ((lo & m) != 0) return (lo | m) + 1;
+    if ((hi & m) != m) return hi & ~m;
+  }
+  return 0;
+}
+
+// Appends byte-range sequences matching exactly the UTF-8 encodings of [lo, hi] (no surrogates).
+void split_utf8(uint32_t lo, uint32_t hi, std::vector<ByteSeq>& out) {
+  if (const uint32_t cut = utf8_cut(lo, hi); cut != 0) {
+    split_utf8(lo, cut - 1, out);
+    split_utf8(cut, hi, out);
+    return;
   }
   uint8_t a[4], b[4];
   const int n = encode_utf8(lo, a);
@@ -113,11 +100,11 @@ void split_utf8(uint32_t lo, uint32_t hi, std::vector<ByteSeq>& out) {
   out.push_back(std::move(seq));
 }
 
-std::vector<ByteSeq> utf8_sequences(const CharSet& set) {
-  const CharSet valid = {{0, 0xD7FF}, {0xE000, kMaxCodePoint}};  // surrogates have no UTF-8
+// Byte-range sequences for the code points of set that are also in text (normalized, no surrogates).
+std::vector<ByteSeq> utf8_sequences(const CharSet& set, const CharSet& text) {
   std::vector<ByteSeq> out;
   for (auto [lo, hi] : set) {
-    for (auto [vlo, vhi] : valid) {
+    for (auto [vlo, vhi] : text) {
       if (std::max(lo, vlo) <= std::min(hi, vhi)) split_utf8(std::max(lo, vlo), std::min(hi, vhi), out);
     }
   }
@@ -126,24 +113,24 @@ std::vector<ByteSeq> utf8_sequences(const CharSet& set) {
 
 // ---- Parser: pattern -> AST ----
 
-enum class NodeKind { kConcat, kAlt, kSet, kRepeat, kBegin, kEnd };
+enum class AstKind { kConcat, kAlt, kSet, kRepeat, kBegin, kEnd };
 
-struct Node {
-  NodeKind kind = NodeKind::kConcat;  // an empty concatenation matches the empty string
-  CharSet set;                        // kSet: code points
-  std::vector<Node> kids;             // kConcat, kAlt; kRepeat: the one repeated node
-  int min = 0, max = 0;               // kRepeat; max may be kUnbounded
+struct Ast {
+  AstKind kind = AstKind::kConcat;  // an empty concatenation matches the empty string
+  CharSet set;                       // kSet: code points
+  std::vector<Ast> kids;             // kConcat, kAlt; kRepeat: the one repeated node
+  int min = 0, max = 0;              // kRepeat; max may be kUnbounded
 };
 
-Node set_node(CharSet set) { return Node{.kind = NodeKind::kSet, .set = std::move(set)}; }
-Node repeat_node(Node body, int min, int max) {
-  Node n{.kind = NodeKind::kRepeat, .min = min, .max = max};
+Ast set_ast(CharSet set) { return Ast{.kind = AstKind::kSet, .set = std::move(set)}; }
+Ast repeat_ast(Ast body, int min, int max) {
+  Ast n{.kind = AstKind::kRepeat, .min = min, .max = max};
   n.kids.push_back(std::move(body));
   return n;
 }
 
 struct Quant {
-  int min, max;
+  int min, max;  // max may be kUnbounded
 };
 
 struct ClassAtom {
@@ -157,8 +144,8 @@ class Parser {
  public:
   explicit Parser(std::string_view pattern) : p_(pattern) {}
 
-  Result<Node> parse() {
-    MX_ASSIGN(Node root, alternation());
+  Result<Ast> parse() {
+    MX_ASSIGN(Ast root, alternation());
     if (pos_ < p_.size()) return fail("unmatched ')'");
     return root;
   }
@@ -168,263 +155,210 @@ class Parser {
   bool starts(std::string_view s) const { return p_.substr(pos_).starts_with(s); }
   Status fail(std::string_view what) const { return MX_ERROR("{} at offset {}", what, pos_); }
 
-  Result<Node> alternation();
-  Result<Node> sequence();
-  Result<Node> atom();
-  Result<Node> group();
-  Result<Node> char_class();
-  Result<std::optional<Quant>> quantifier();
-  Result<std::optional<Quant>> braces();
-  Result<ClassAtom> escape(bool in_class);
-  Result<ClassAtom> unicode_escape();
-  Result<uint32_t> literal();
-  int64_t hex(size_t min_digits, size_t max_digits);
+  Result<Ast> alternation() {
+    Ast alt{.kind = AstKind::kAlt};
+    do {
+      MX_ASSIGN(Ast seq, sequence());
+      alt.kids.push_back(std::move(seq));
+    } while (at('|') && ++pos_);
+    if (alt.kids.size() == 1) return std::move(alt.kids[0]);
+    return alt;
+  }
+
+  Result<Ast> sequence() {
+    Ast seq{.kind = AstKind::kConcat};
+    while (pos_ < p_.size() && !at('|') && !at(')')) {
+      MX_ASSIGN(Ast item, atom());
+      MX_ASSIGN(std::optional<Quant> q, quantifier());
+      if (q && (item.kind == AstKind::kBegin || item.kind == AstKind::kEnd)) {
+        return fail("quantifier after an anchor ^ or $");
+      }
+      seq.kids.push_back(q ? repeat_ast(std::move(item), q->min, q->max) : std::move(item));
+    }
+    return seq;
+  }
+
+  Result<Ast> atom() {
+    switch (p_[pos_]) {
+      case '(': return group();
+      case '[': return char_class();
+      case '.': ++pos_; return set_ast(dot_set());
+      case '^': ++pos_; return Ast{.kind = AstKind::kBegin};
+      case '$': ++pos_; return Ast{.kind = AstKind::kEnd};
+      case '*': case '+': case '?': return fail("nothing to repeat before quantifier");
+      case '\\': {
+        ++pos_;
+        MX_ASSIGN(ClassAtom a, escape(/*in_class=*/false));
+        return set_ast(std::move(a.set));
+      }
+      case '{': {  // a literal '{' unless it reads as a quantifier (Annex B)
+        MX_ASSIGN(std::optional<Quant> q, braces());
+        if (q) return fail("nothing to repeat before quantifier");
+        break;
+      }
+      default: break;
+    }
+    MX_ASSIGN(uint32_t cp, literal());
+    return set_ast({{cp, cp}});
+  }
+
+  Result<Ast> group() {
+    ++pos_;  // '('
+    if (starts("?=") || starts("?!")) return fail("lookahead (?=...) / (?!...) is not supported");
+    if (starts("?<=") || starts("?<!")) return fail("lookbehind (?<=...) / (?<!...) is not supported");
+    if (starts("?:")) {
+      pos_ += 2;
+    } else if (starts("?<")) {  // named group: the name does not matter without backreferences
+      const size_t close = p_.find('>', pos_);
+      if (close == std::string_view::npos) return fail("unterminated group name (?<");
+      pos_ = close + 1;
+    } else if (at('?')) {
+      return fail("inline flags or group modifiers (?...) are not supported");
+    }
+    MX_ASSIGN(Ast inner, alternation());
+    if (!at(')')) return fail("unterminated group, missing ')'");
+    ++pos_;
+    return inner;
+  }
+
+  Result<Ast> char_class() {
+    ++pos_;  // '['
+    const bool negated = at('^') && ++pos_;
+    CharSet set;
+    auto add = [&set](const CharSet& s) { set.insert(set.end(), s.begin(), s.end()); };
+    while (!at(']')) {
+      if (pos_ >= p_.size()) return fail("unterminated character class, missing ']'");
+      MX_ASSIGN(ClassAtom lo, class_atom());
+      if (!at('-') || pos_ + 1 >= p_.size() || p_[pos_ + 1] == ']') {
+        add(lo.set);
+        continue;
+      }
+      ++pos_;  // '-'
+      MX_ASSIGN(ClassAtom hi, class_atom());
+      if (!lo.is_char || !hi.is_char) {  // [\w-.]: the '-' is a literal (Annex B)
+        for (const CharSet& part : {lo.set, CharSet{{'-', '-'}}, hi.set}) add(part);
+      } else if (lo.cp > hi.cp) {
+        return fail("character class range out of order");
+      } else {
+        set.push_back({lo.cp, hi.cp});
+      }
+    }
+    ++pos_;  // ']'
+    set = normalized(std::move(set));
+    return set_ast(negated ? complement(set) : set);
+  }
+
+  Result<ClassAtom> class_atom() {
+    if (at('\\')) return ++pos_, escape(/*in_class=*/true);
+    MX_ASSIGN(uint32_t cp, literal());
+    return char_atom(cp);
+  }
+
+  // A quantifier at pos_ (consumed with a lazy '?' after it: same strings), or nullopt.
+  Result<std::optional<Quant>> quantifier() {
+    std::optional<Quant> q;
+    if (at('*') || at('+') || at('?')) {
+      q = at('*') ? Quant{0, kUnbounded} : at('+') ? Quant{1, kUnbounded} : Quant{0, 1};
+      ++pos_;
+    } else if (at('{')) {
+      MX_ASSIGN(q, braces());
+    }
+    if (q && at('?')) ++pos_;
+    return q;
+  }
+
+  // {n}, {n,} or {n,m} at pos_, or nullopt (nothing consumed) when the brace is not a quantifier.
+  Result<std::optional<Quant>> braces() {
+    size_t p = pos_ + 1;
+    auto number = [&](int& v) {
+      const size_t begin = p;
+      for (v = 0; p < p_.size() && std::isdigit(static_cast<unsigned char>(p_[p])); ++p) {
+        v = std::min(v * 10 + (p_[p] - '0'), 1000000);
+      }
+      return p > begin;
+    };
+    Quant q{};
+    if (!number(q.min)) return std::optional<Quant>();
+    q.max = q.min;
+    if (p < p_.size() && p_[p] == ',' && (++p, !number(q.max))) q.max = kUnbounded;
+    if (p >= p_.size() || p_[p] != '}') return std::optional<Quant>();
+    if (q.min > Regex::kMaxRepeat || q.max > Regex::kMaxRepeat) {
+      return fail(fmt::format("repetition count above {} in {}", Regex::kMaxRepeat, p_.substr(pos_, p + 1 - pos_)));
+    }
+    if (q.max != kUnbounded && q.max < q.min) return fail("repetition {n,m} with m < n");
+    pos_ = p + 1;
+    return std::optional<Quant>(q);
+  }
+
+  Result<ClassAtom> escape(bool in_class) {
+    if (pos_ >= p_.size()) return fail("pattern ends with a lone backslash");
+    const char c = p_[pos_++];
+    if (const size_t i = std::string_view("dwsDWS").find(c); i != std::string_view::npos) {
+      const CharSet set = i % 3 == 0 ? digit_set() : i % 3 == 1 ? word_set() : space_set();
+      return ClassAtom{i < 3 ? set : complement(set)};
+    }
+    if (const size_t i = std::string_view("nrtfv").find(c); i != std::string_view::npos) return char_atom("\n\r\t\f\v"[i]);
+    if (c == 'b' && in_class) return char_atom('\b');
+    if (c == 'b' || c == 'B') return fail(fmt::format("word boundary \\{} is not supported", c));
+    if (c == 'p' || c == 'P') return fail("unicode property escape \\p{...} is not supported");
+    if (c == 'k' || (c >= '1' && c <= '9')) return fail("backreference \\1..\\9 / \\k<name> is not supported");
+    if (c == '0' && (pos_ >= p_.size() || !std::isdigit(static_cast<unsigned char>(p_[pos_])))) return char_atom(0);
+    if (c == '0') return fail("octal escape is not supported");
+    if (c == 'c' && pos_ < p_.size() && std::isalpha(static_cast<unsigned char>(p_[pos_]))) return char_atom(p_[pos_++] % 32);
+    if (c == 'x') {
+      const int64_t v = hex(2, 2);
+      return v < 0 ? Result<ClassAtom>(fail("\\x needs two hex digits")) : char_atom(static_cast<uint32_t>(v));
+    }
+    if (c == 'u') return unicode_escape();
+    if (std::isalnum(static_cast<unsigned char>(c))) return fail(fmt::format("unknown escape \\{}", c));
+    --pos_;  // identity escape (\. \- \/ \" ...), also of a non-ASCII character
+    MX_ASSIGN(uint32_t cp, literal());
+    return char_atom(cp);
+  }
+
+  // After "\u": HHHH, a surrogate pair \uHHHH\uHHHH, or {H...}.
+  Result<ClassAtom> unicode_escape() {
+    int64_t cp = -1;
+    if (at('{')) {
+      ++pos_;
+      cp = hex(1, 6);
+      if (cp < 0 || cp > kMaxCodePoint || !at('}')) return fail("invalid \\u{...} escape");
+      ++pos_;
+    } else if ((cp = hex(4, 4)) < 0) {
+      return fail("\\u needs four hex digits");
+    } else if (cp >= 0xD800 && cp <= 0xDBFF && starts("\\u")) {
+      const size_t saved = pos_;
+      pos_ += 2;
+      const int64_t low = hex(4, 4);
+      if (low >= 0xDC00 && low <= 0xDFFF) return char_atom(static_cast<uint32_t>(0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)));
+      pos_ = saved;
+    }
+    if (cp >= 0xD800 && cp <= 0xDFFF) return fail("lone surrogate \\u escape cannot match UTF-8 text");
+    return char_atom(static_cast<uint32_t>(cp));
+  }
+
+  // Up to max_digits hex digits at pos_ (consumed); -1 (nothing consumed) when fewer than min_digits.
+  int64_t hex(size_t min_digits, size_t max_digits) {
+    size_t n = 0;
+    int64_t v = 0;
+    for (; n < max_digits && pos_ + n < p_.size() && std::isxdigit(static_cast<unsigned char>(p_[pos_ + n])); ++n) {
+      const int c = std::tolower(static_cast<unsigned char>(p_[pos_ + n]));
+      v = v * 16 + (c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    if (n < min_digits) return -1;
+    pos_ += n;
+    return v;
+  }
+
+  Result<uint32_t> literal() {  // one UTF-8 encoded character of the pattern
+    const std::optional<char32_t> cp = utf8_next(p_, pos_);
+    if (!cp) return fail("invalid UTF-8 in pattern");
+    return static_cast<uint32_t>(*cp);
+  }
 
   std::string_view p_;
   size_t pos_ = 0;
 };
-
-Result<Node> Parser::alternation() {
-  Node alt{.kind = NodeKind::kAlt};
-  while (true) {
-    MX_ASSIGN(Node seq, sequence());
-    alt.kids.push_back(std::move(seq));
-    if (!at('|')) break;
-    ++pos_;
-  }
-  if (alt.kids.size() == 1) return std::move(alt.kids[0]);
-  return alt;
-}
-
-Result<Node> Parser::sequence() {
-  Node seq{.kind = NodeKind::kConcat};
-  while (pos_ < p_.size() && !at('|') && !at(')')) {
-    MX_ASSIGN(Node item, atom());
-    MX_ASSIGN(std::optional<Quant> q, quantifier());
-    if (q) {
-      if (item.kind == NodeKind::kBegin || item.kind == NodeKind::kEnd) {
-        return fail("quantifier after an anchor ^ or $");
-      }
-      item = repeat_node(std::move(item), q->min, q->max);
-    }
-    seq.kids.push_back(std::move(item));
-  }
-  return seq;
-}
-
-Result<Node> Parser::atom() {
-  switch (p_[pos_]) {
-    case '(': return group();
-    case '[': return char_class();
-    case '.': ++pos_; return set_node(dot_set());
-    case '^': ++pos_; return Node{.kind = NodeKind::kBegin};
-    case '$': ++pos_; return Node{.kind = NodeKind::kEnd};
-    case '*': case '+': case '?': return fail("nothing to repeat before quantifier");
-    case '\\': {
-      ++pos_;
-      MX_ASSIGN(ClassAtom a, escape(/*in_class=*/false));
-      return set_node(std::move(a.set));
-    }
-    case '{': {  // a literal '{' unless it reads as a quantifier (Annex B)
-      MX_ASSIGN(std::optional<Quant> q, braces());
-      if (q) return fail("nothing to repeat before quantifier");
-      break;
-    }
-    default: break;
-  }
-  MX_ASSIGN(uint32_t cp, literal());
-  return set_node({{cp, cp}});
-}
-
-Result<Node> Parser::group() {
-  ++pos_;  // '('
-  if (starts("?:")) {
-    pos_ += 2;
-  } else if (starts("?=") || starts("?!")) {
-    return fail("lookahead (?=...) / (?!...) is not supported");
-  } else if (starts("?<=") || starts("?<!")) {
-    return fail("lookbehind (?<=...) / (?<!...) is not supported");
-  } else if (starts("?<")) {  // named group: the name does not matter without backreferences
-    const size_t close = p_.find('>', pos_);
-    if (close == std::string_view::npos) return fail("unterminated group name (?<");
-    pos_ = close + 1;
-  } else if (at('?')) {
-    return fail("inline flags or group modifiers (?...) are not supported");
-  }
-  MX_ASSIGN(Node inner, alternation());
-  if (!at(')')) return fail("unterminated group, missing ')'");
-  ++pos_;
-  return inner;
-}
-
-Result<Node> Parser::char_class() {
-  ++pos_;  // '['
-  const bool negated = at('^');
-  if (negated) ++pos_;
-  CharSet set;
-  auto add = [&set](const CharSet& s) { set.insert(set.end(), s.begin(), s.end()); };
-  auto class_atom = [this]() -> Result<ClassAtom> {
-    if (!at('\\')) {
-      MX_ASSIGN(uint32_t cp, literal());
-      return char_atom(cp);
-    }
-    ++pos_;
-    return escape(/*in_class=*/true);
-  };
-  while (!at(']')) {
-    if (pos_ >= p_.size()) return fail("unterminated character class, missing ']'");
-    MX_ASSIGN(ClassAtom lo, class_atom());
-    if (!at('-') || pos_ + 1 >= p_.size() || p_[pos_ + 1] == ']') {
-      add(lo.set);
-      continue;
-    }
-    ++pos_;  // '-'
-    MX_ASSIGN(ClassAtom hi, class_atom());
-    if (!lo.is_char || !hi.is_char) {  // [\w-.]: the '-' is a literal (Annex B)
-      add(lo.set);
-      add({{'-', '-'}});
-      add(hi.set);
-    } else if (lo.cp > hi.cp) {
-      return fail("character class range out of order");
-    } else {
-      set.push_back({lo.cp, hi.cp});
-    }
-  }
-  ++pos_;  // ']'
-  set = normalized(std::move(set));
-  return set_node(negated ? complement(set) : set);
-}
-
-// A quantifier at pos_ (consumed with a lazy '?' after it), or nullopt.
-Result<std::optional<Quant>> Parser::quantifier() {
-  std::optional<Quant> q;
-  if (at('*')) q = Quant{0, kUnbounded};
-  if (at('+')) q = Quant{1, kUnbounded};
-  if (at('?')) q = Quant{0, 1};
-  if (q) {
-    ++pos_;
-  } else if (at('{')) {
-    MX_ASSIGN(q, braces());
-  }
-  if (q && at('?')) ++pos_;  // lazy: matches the same strings
-  return q;
-}
-
-// {n}, {n,} or {n,m} at pos_, or nullopt (nothing consumed) when the brace is not a quantifier.
-Result<std::optional<Quant>> Parser::braces() {
-  size_t p = pos_ + 1;
-  auto number = [&](int& v) {
-    const size_t begin = p;
-    for (v = 0; p < p_.size() && std::isdigit(static_cast<unsigned char>(p_[p])); ++p) {
-      v = std::min(v * 10 + (p_[p] - '0'), 1000000);
-    }
-    return p > begin;
-  };
-  Quant q{};
-  if (!number(q.min)) return std::optional<Quant>();
-  q.max = q.min;
-  if (p < p_.size() && p_[p] == ',') {
-    ++p;
-    if (!number(q.max)) q.max = kUnbounded;
-  }
-  if (p >= p_.size() || p_[p] != '}') return std::optional<Quant>();
-  if (q.min > Regex::kMaxRepeat || q.max > Regex::kMaxRepeat) {
-    return fail(fmt::format("repetition count above {} in {}", Regex::kMaxRepeat, p_.substr(pos_, p + 1 - pos_)));
-  }
-  if (q.max != kUnbounded && q.max < q.min) return fail("repetition {n,m} with m < n");
-  pos_ = p + 1;
-  return std::optional<Quant>(q);
-}
-
-Result<ClassAtom> Parser::escape(bool in_class) {
-  if (pos_ >= p_.size()) return fail("pattern ends with a lone backslash");
-  const char c = p_[pos_++];
-  switch (c) {
-    case 'd': return ClassAtom{digit_set()};
-    case 'D': return ClassAtom{complement(digit_set())};
-    case 'w': return ClassAtom{word_set()};
-    case 'W': return ClassAtom{complement(word_set())};
-    case 's': return ClassAtom{space_set()};
-    case 'S': return ClassAtom{complement(space_set())};
-    case 'n': return char_atom('\n');
-    case 'r': return char_atom('\r');
-    case 't': return char_atom('\t');
-    case 'f': return char_atom('\f');
-    case 'v': return char_atom('\v');
-    case 'b':
-      if (in_class) return char_atom('\b');
-      return fail("word boundary \\b is not supported");
-    case 'B': return fail("word boundary \\B is not supported");
-    case 'p': case 'P': return fail("unicode property escape \\p{...} is not supported");
-    case 'k': return fail("named backreference \\k<...> is not supported");
-    case '0':
-      if (pos_ < p_.size() && std::isdigit(static_cast<unsigned char>(p_[pos_]))) {
-        return fail("octal escape is not supported");
-      }
-      return char_atom(0);
-    case 'c':
-      if (pos_ < p_.size() && std::isalpha(static_cast<unsigned char>(p_[pos_]))) return char_atom(p_[pos_++] % 32);
-      return fail("\\c must be followed by a letter");
-    case 'x': {
-      const int64_t v = hex(2, 2);
-      if (v < 0) return fail("\\x needs two hex digits");
-      return char_atom(static_cast<uint32_t>(v));
-    }
-    case 'u': return unicode_escape();
-    default: break;
-  }
-  if (c >= '1' && c <= '9') return fail("backreference \\1..\\9 is not supported");
-  if (std::isalnum(static_cast<unsigned char>(c))) return fail(fmt::format("unknown escape \\{}", c));
-  --pos_;  // identity escape (\. \- \/ \" ...), also of a non-ASCII character
-  MX_ASSIGN(uint32_t cp, literal());
-  return char_atom(cp);
-}
-
-// After "\u": HHHH, a surrogate pair \uHHHH\uHHHH, or {H...}.
-Result<ClassAtom> Parser::unicode_escape() {
-  if (at('{')) {
-    ++pos_;
-    const int64_t v = hex(1, 6);
-    if (v < 0 || v > kMaxCodePoint || !at('}')) return fail("invalid \\u{...} escape");
-    ++pos_;
-    if (v >= 0xD800 && v <= 0xDFFF) return fail("surrogate \\u{...} cannot match UTF-8 text");
-    return char_atom(static_cast<uint32_t>(v));
-  }
-  const int64_t high = hex(4, 4);
-  if (high < 0) return fail("\\u needs four hex digits");
-  if (high >= 0xD800 && high <= 0xDBFF && starts("\\u")) {
-    const size_t saved = pos_;
-    pos_ += 2;
-    const int64_t low = hex(4, 4);
-    if (low >= 0xDC00 && low <= 0xDFFF) {
-      return char_atom(static_cast<uint32_t>(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)));
-    }
-    pos_ = saved;
-  }
-  if (high >= 0xD800 && high <= 0xDFFF) return fail("lone surrogate \\u escape cannot match UTF-8 text");
-  return char_atom(static_cast<uint32_t>(high));
-}
-
-// Up to max_digits hex digits at pos_ (consumed); -1 (nothing consumed) when fewer than min_digits.
-int64_t Parser::hex(size_t min_digits, size_t max_digits) {
-  size_t n = 0;
-  int64_t v = 0;
-  for (; n < max_digits && pos_ + n < p_.size(); ++n) {
-    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(p_[pos_ + n])));
-    if (!std::isxdigit(static_cast<unsigned char>(c))) break;
-    v = v * 16 + (c <= '9' ? c - '0' : c - 'a' + 10);
-  }
-  if (n < min_digits) return -1;
-  pos_ += n;
-  return v;
-}
-
-// One UTF-8 encoded character of the pattern.
-Result<uint32_t> Parser::literal() {
-  const std::optional<char32_t> cp = utf8_next(p_, pos_);
-  if (!cp) return fail("invalid UTF-8 in pattern");
-  return static_cast<uint32_t>(*cp);
-}
 
 // ---- Thompson NFA ----
 
@@ -442,40 +376,32 @@ struct Fragment {
 
 class NfaBuilder {
  public:
+  explicit NfaBuilder(CharSet text) : text_(std::move(text)) {}
+
   std::vector<std::vector<Edge>> edges;  // (nfa states) outgoing edges
 
-  Result<Fragment> build(const Node& node) {
+  Result<Fragment> build(const Ast& node) {
     if (edges.size() > kMaxNfaStates) return MX_ERROR("pattern too complex (NFA over {} states)", kMaxNfaStates);
-    switch (node.kind) {
-      case NodeKind::kSet: return build_set(node.set);
-      case NodeKind::kRepeat: return build_repeat(node);
-      case NodeKind::kBegin: case NodeKind::kEnd: {
-        const Fragment f{add_state(), add_state()};
-        link(f.in, f.out, node.kind == NodeKind::kBegin ? EdgeKind::kBegin : EdgeKind::kEnd);
-        return f;
-      }
-      case NodeKind::kConcat: {
-        const Fragment f{add_state(), add_state()};
-        int out = f.in;
-        for (const Node& kid : node.kids) {
-          MX_ASSIGN(Fragment k, build(kid));
-          link(out, k.in);
-          out = k.out;
-        }
-        link(out, f.out);
-        return f;
-      }
-      case NodeKind::kAlt: {
-        const Fragment f{add_state(), add_state()};
-        for (const Node& kid : node.kids) {
-          MX_ASSIGN(Fragment k, build(kid));
-          link(f.in, k.in);
-          link(k.out, f.out);
-        }
-        return f;
+    if (node.kind == AstKind::kSet) return set_fragment(node.set);
+    if (node.kind == AstKind::kRepeat) return repeat_fragment(node);
+    const Fragment f{add_state(), add_state()};
+    if (node.kind == AstKind::kBegin || node.kind == AstKind::kEnd) {
+      link(f.in, f.out, node.kind == AstKind::kBegin ? EdgeKind::kBegin : EdgeKind::kEnd);
+      return f;
+    }
+    int out = f.in;
+    for (const Ast& kid : node.kids) {
+      MX_ASSIGN(Fragment k, build(kid));
+      if (node.kind == AstKind::kAlt) {  // side by side
+        link(f.in, k.in);
+        link(k.out, f.out);
+      } else {  // kConcat: one after another
+        link(out, k.in);
+        out = k.out;
       }
     }
-    return MX_ERROR("unknown regex node");
+    if (node.kind == AstKind::kConcat) link(out, f.out);
+    return f;
   }
 
  private:
@@ -485,11 +411,10 @@ class NfaBuilder {
   }
   void link(int from, int to, EdgeKind kind = EdgeKind::kEpsilon) { edges[from].push_back({kind, 0, 0, to}); }
 
-  Result<Fragment> build_set(const CharSet& set) {
+  Fragment set_fragment(const CharSet& set) {
     const Fragment f{add_state(), add_state()};
-    for (const ByteSeq& seq : utf8_sequences(set)) {
-      int from = f.in;
-      for (size_t i = 0; i < seq.size(); ++i) {
+    for (const ByteSeq& seq : utf8_sequences(set, text_)) {
+      for (size_t i = 0, from = f.in; i < seq.size(); ++i) {
         const int to = i + 1 == seq.size() ? f.out : add_state();
         edges[from].push_back({EdgeKind::kByte, seq[i].first, seq[i].second, to});
         from = to;
@@ -499,7 +424,7 @@ class NfaBuilder {
   }
 
   // body{min} then body* or (max - min) times body?
-  Result<Fragment> build_repeat(const Node& node) {
+  Result<Fragment> repeat_fragment(const Ast& node) {
     const int in = add_state();
     int out = in;
     for (int i = 0; i < node.min; ++i) {
@@ -518,6 +443,8 @@ class NfaBuilder {
     }
     return Fragment{in, out};
   }
+
+  CharSet text_;  // the code points any character may be
 };
 
 // ---- DFA ----
@@ -544,6 +471,23 @@ void assign_byte_classes(const std::vector<std::vector<Edge>>& nfa, Dfa& dfa) {
   dfa.num_classes = c + 1;
 }
 
+// Marks the nodes from which one of `targets` is reachable, given each node's predecessors.
+std::vector<uint8_t> reaching(const std::vector<std::vector<int>>& preds, const std::vector<int>& targets) {
+  std::vector<uint8_t> mark(preds.size());
+  std::vector<int> stack;
+  for (int t : targets) {
+    if (!mark[t]) mark[t] = 1, stack.push_back(t);
+  }
+  while (!stack.empty()) {
+    const int t = stack.back();
+    stack.pop_back();
+    for (int s : preds[t]) {
+      if (!mark[s]) mark[s] = 1, stack.push_back(s);
+    }
+  }
+  return mark;
+}
+
 struct IntsHash {
   size_t operator()(const std::vector<int>& v) const {
     size_t h = v.size();
@@ -555,22 +499,15 @@ struct IntsHash {
 class SubsetBuilder {
  public:
   SubsetBuilder(const std::vector<std::vector<Edge>>& nfa, Fragment whole)
-      : nfa_(nfa), whole_(whole), mark_(nfa.size()), reads_bytes_(nfa.size()), accepts_at_end_(nfa.size()) {
-    std::vector<std::vector<int>> into(nfa.size());  // reverse epsilon and $ edges
+      : nfa_(nfa), whole_(whole), mark_(nfa.size()), reads_bytes_(nfa.size()) {
+    std::vector<std::vector<int>> preds(nfa.size());  // over epsilon and $ edges
     for (size_t n = 0; n < nfa.size(); ++n) {
       for (const Edge& e : nfa[n]) {
         if (e.kind == EdgeKind::kByte) reads_bytes_[n] = 1;
-        if (e.kind == EdgeKind::kEpsilon || e.kind == EdgeKind::kEnd) into[e.to].push_back(static_cast<int>(n));
+        if (e.kind == EdgeKind::kEpsilon || e.kind == EdgeKind::kEnd) preds[e.to].push_back(static_cast<int>(n));
       }
     }
-    std::vector<int> stack{whole.out};
-    for (accepts_at_end_[whole.out] = 1; !stack.empty();) {
-      const int t = stack.back();
-      stack.pop_back();
-      for (int n : into[t]) {
-        if (!accepts_at_end_[n]) accepts_at_end_[n] = 1, stack.push_back(n);
-      }
-    }
+    accepts_at_end_ = reaching(preds, {whole.out});
   }
 
   // DFA state i stands for the NFA states of sets_[i] (those with byte edges) plus whether the
@@ -578,12 +515,10 @@ class SubsetBuilder {
   Result<Dfa> build() {
     Dfa dfa;
     assign_byte_classes(nfa_, dfa);
-    intern_start(dfa);
+    intern({whole_.in}, /*at_begin=*/true, dfa);
     std::vector<std::vector<int>> seeds(dfa.num_classes);  // (classes) NFA states after one byte
     for (size_t s = 0; s < sets_.size(); ++s) {
-      if (sets_.size() > static_cast<size_t>(kMaxBuildStates)) {
-        return MX_ERROR("pattern too complex: DFA over {} states", kMaxBuildStates);
-      }
+      if (sets_.size() > kMaxBuildStates) return MX_ERROR("pattern too complex: DFA over {} states", kMaxBuildStates);
       for (auto& v : seeds) v.clear();
       for (int n : sets_[s]) {
         for (const Edge& e : nfa_[n]) {
@@ -595,7 +530,7 @@ class SubsetBuilder {
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());
         auto it = by_seeds_.find(v);
-        if (it == by_seeds_.end()) it = by_seeds_.emplace(v, intern(closure(v, /*at_begin=*/false), dfa)).first;
+        if (it == by_seeds_.end()) it = by_seeds_.emplace(v, intern(v, /*at_begin=*/false, dfa)).first;
         dfa.table.push_back(it->second);
       }
     }
@@ -603,23 +538,18 @@ class SubsetBuilder {
   }
 
  private:
-  // The start state: ^ edges may be taken, and $ edges too when the text stays empty.
-  void intern_start(Dfa& dfa) {
-    const std::vector<int> at_end = closure({whole_.in}, /*at_begin=*/true, /*at_end=*/true);
-    const bool accepting = std::binary_search(at_end.begin(), at_end.end(), whole_.out);
-    intern(closure({whole_.in}, /*at_begin=*/true), dfa, accepting);
-  }
-
-  // The DFA state of a closed set of NFA states; accepting unless told otherwise when $ edges lead
-  // from one of them to the accept state.
-  int intern(const std::vector<int>& states, Dfa& dfa, std::optional<bool> accepting = std::nullopt) {
+  // The DFA state for the closure of seeds (at_begin: at the start of the text, where ^ holds).
+  int intern(const std::vector<int>& seeds, bool at_begin, Dfa& dfa) {
     std::vector<int> key;
     bool accepts = false;
-    for (int n : states) {
+    for (int n : closure(seeds, at_begin)) {
       if (reads_bytes_[n]) key.push_back(n);
       accepts = accepts || accepts_at_end_[n];
     }
-    accepts = accepting.value_or(accepts);
+    if (at_begin) {  // the empty text: ^ and $ edges may alternate
+      const std::vector<int> both = closure(seeds, /*at_begin=*/true, /*at_end=*/true);
+      accepts = std::binary_search(both.begin(), both.end(), whole_.out);
+    }
     if (key.empty() && !accepts) return Regex::kDead;
     key.push_back(accepts ? -1 : -2);
     auto [it, fresh] = ids_.emplace(std::move(key), static_cast<int>(sets_.size()));
@@ -666,25 +596,15 @@ class SubsetBuilder {
 // States from which some accepting state is reachable.
 std::vector<uint8_t> live_states(const Dfa& dfa) {
   const int n = dfa.num_states(), nc = dfa.num_classes;
-  std::vector<std::vector<int>> from(n);
+  std::vector<std::vector<int>> preds(n);
+  std::vector<int> accepting;
   for (int s = 0; s < n; ++s) {
+    if (dfa.accepting[s]) accepting.push_back(s);
     for (int c = 0; c < nc; ++c) {
-      if (const int t = dfa.table[s * nc + c]; t >= 0) from[t].push_back(s);
+      if (const int t = dfa.table[s * nc + c]; t >= 0) preds[t].push_back(s);
     }
   }
-  std::vector<uint8_t> live(n);
-  std::vector<int> stack;
-  for (int s = 0; s < n; ++s) {
-    if (dfa.accepting[s]) live[s] = 1, stack.push_back(s);
-  }
-  while (!stack.empty()) {
-    const int t = stack.back();
-    stack.pop_back();
-    for (int s : from[t]) {
-      if (!live[s]) live[s] = 1, stack.push_back(s);
-    }
-  }
-  return live;
+  return reaching(preds, accepting);
 }
 
 // Drops dead states (their transitions become kDead) and merges equivalent ones (Moore partition
@@ -726,13 +646,15 @@ Result<Dfa> minimised(const Dfa& dfa) {
   return out;
 }
 
-Result<Dfa> compile_dfa(std::string_view pattern) {
-  MX_ASSIGN(Node root, Parser(pattern).parse());
+Result<Dfa> compile_dfa(std::string_view pattern, Regex::Alphabet alphabet) {
+  MX_ASSIGN(Ast root, Parser(pattern).parse());
+  CharSet excluded = {{0xD800, 0xDFFF}};  // surrogates have no UTF-8
+  if (alphabet == Regex::Alphabet::kJsonUnescaped) excluded.insert(excluded.end(), {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}});
   // JSON Schema patterns are unanchored: any text (valid UTF-8) may precede and follow the match.
-  const Node any_text = repeat_node(set_node({{0, kMaxCodePoint}}), 0, kUnbounded);
-  Node whole{.kind = NodeKind::kConcat};
+  const Ast any_text = repeat_ast(set_ast({{0, kMaxCodePoint}}), 0, kUnbounded);
+  Ast whole{.kind = AstKind::kConcat};
   whole.kids = {any_text, std::move(root), any_text};
-  NfaBuilder nfa;
+  NfaBuilder nfa(complement(normalized(excluded)));
   MX_ASSIGN(Fragment f, nfa.build(whole));
   MX_ASSIGN(Dfa dfa, SubsetBuilder(nfa.edges, f).build());
   return minimised(dfa);
@@ -740,18 +662,39 @@ Result<Dfa> compile_dfa(std::string_view pattern) {
 
 }  // namespace
 
-Result<Regex> Regex::compile(std::string_view pattern) {
-  Result<Dfa> dfa = compile_dfa(pattern);
+Result<Regex> Regex::compile(std::string_view pattern, Alphabet alphabet) {
+  Result<Dfa> dfa = compile_dfa(pattern, alphabet);
   if (!dfa.ok()) return dfa.status().with_context(fmt::format("regex /{}/", pattern));
   Regex r;
   r.byte_class_ = dfa->byte_class;
   r.num_classes_ = dfa->num_classes;
   r.table_ = std::move(dfa->table);
   r.accepting_ = std::move(dfa->accepting);
+  r.compute_distances();
   return r;
 }
 
-Result<Regex> Regex::for_format(std::string_view format) {
+// distance_[s]: the fewest bytes from s to a full match (relaxed until stable; states <= kMaxStates).
+void Regex::compute_distances() {
+  const int n = num_states();
+  constexpr int32_t kFar = INT32_MAX / 2;
+  distance_.assign(size_t(n), kFar);
+  for (int s = 0; s < n; ++s)
+    if (accepting_[size_t(s)]) distance_[size_t(s)] = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int s = 0; s < n; ++s)
+      for (int c = 0; c < num_classes_; ++c) {
+        const int32_t t = table_[size_t(s) * size_t(num_classes_) + size_t(c)];
+        if (t >= 0 && distance_[size_t(t)] + 1 < distance_[size_t(s)]) {
+          distance_[size_t(s)] = distance_[size_t(t)] + 1;
+          changed = true;
+        }
+      }
+  }
+}
+
+Result<Regex> Regex::for_format(std::string_view format, Alphabet alphabet) {
   constexpr std::string_view kDate = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
   constexpr std::string_view kTime = R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))";
   constexpr std::string_view kHex4 = "[0-9a-fA-F]{1,4}";  // one IPv6 group
@@ -772,7 +715,7 @@ Result<Regex> Regex::for_format(std::string_view format) {
   if (it == patterns.end()) {
     return MX_ERROR("unknown string format \"{}\" (supported: date-time, date, time, uuid, email, ipv4, ipv6)", format);
   }
-  return compile(it->second);
+  return compile(it->second, alphabet);
 }
 
 bool Regex::matches(std::string_view text) const {

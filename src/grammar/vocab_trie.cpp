@@ -88,7 +88,8 @@ void VocabTrie::allow_prefixes_of(std::string_view bytes, TokenMask& mask) const
   }
 }
 
-void VocabTrie::allow_json(const JsonMatcher& m, const MatchState& state, Arena& scratch, TokenMask& mask) const {
+void VocabTrie::allow_json(const JsonMatcher& m, const MatchState& state, Arena& scratch, TokenMask& mask,
+                           int closing_budget) const {
   std::vector<MatchState> at(size_t(max_depth_) + 1);
   std::vector<size_t> marks(size_t(max_depth_) + 1);
   at[0] = state;
@@ -102,7 +103,8 @@ void VocabTrie::allow_json(const JsonMatcher& m, const MatchState& state, Arena&
       continue;
     }
     marks[d] = scratch.mark();
-    if (token_[size_t(i)] >= 0) mask.allow(token_[size_t(i)]);
+    if (token_[size_t(i)] >= 0 && (closing_budget < 0 || m.closing_bytes(at[d]) <= closing_budget))
+      mask.allow(token_[size_t(i)]);
     ++i;
   }
   scratch.rewind(marks[0]);

@@ -40,8 +40,10 @@ class VocabTrie {
   const TokenMask& ordinary() const { return ordinary_; }
   // Ordinary tokens whose bytes are a non-empty prefix of `bytes`.
   void allow_prefixes_of(std::string_view bytes, TokenMask& mask) const;
-  // Ordinary tokens whose bytes the matcher accepts from `state` (scratch: rewound, then reused).
-  void allow_json(const JsonMatcher& m, const MatchState& state, Arena& scratch, TokenMask& mask) const;
+  // Ordinary tokens whose bytes the matcher accepts from `state` (scratch: rewound, then reused);
+  // with closing_budget >= 0 only those after which a wrap-up takes at most that many bytes.
+  void allow_json(const JsonMatcher& m, const MatchState& state, Arena& scratch, TokenMask& mask,
+                  int closing_budget = -1) const;
   std::string_view bytes(int32_t id) const;  // an ordinary token's bytes ("" for special ids)
 
  private:

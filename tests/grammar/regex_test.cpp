@@ -156,6 +156,34 @@ TEST(Regex, DeadBytesAndMinimalSize) {
   EXPECT_FALSE(ab->accepting(run(*ab, "xab\xC3")));  // inside a character
 }
 
+// The JSON matcher emits pattern-constrained strings without escapes: with kJsonUnescaped, no state
+// continues with '"', '\' or a control byte, and every state can still finish without them.
+TEST(Regex, JsonUnescapedAlphabet) {
+  std::string allowed_bytes;
+  for (int b = 0x20; b < 256; ++b) {
+    if (b != '"' && b != '\\') allowed_bytes += static_cast<char>(b);
+  }
+  for (const char* pattern : {"^a.b$", R"(^(a|")b$)", R"(^a[^x]*$)", R"(\S+)", "", R"(^a(\\|b)$)", R"(^\W$)"}) {
+    Result<Regex> re = Regex::compile(pattern, Regex::Alphabet::kJsonUnescaped);
+    ASSERT_TRUE(re.ok()) << pattern << ": " << re.status().message();
+    for (int s = 0; s < re->num_states(); ++s) {
+      for (int b = 0; b < 0x20; ++b) EXPECT_EQ(re->next(s, static_cast<uint8_t>(b)), Regex::kDead) << pattern;
+      EXPECT_EQ(re->next(s, '"'), Regex::kDead) << pattern;
+      EXPECT_EQ(re->next(s, '\\'), Regex::kDead) << pattern;
+      EXPECT_TRUE(continuation(*re, s, allowed_bytes)) << "/" << pattern << "/ state " << s;
+    }
+  }
+  auto dot = Regex::compile("^a.b$", Regex::Alphabet::kJsonUnescaped);
+  EXPECT_TRUE(full_match(*dot, "a€b"));
+  EXPECT_FALSE(full_match(*dot, "a\"b"));
+  auto any = compiled("^a.b$");  // the default alphabet keeps ECMAScript's '.'
+  ASSERT_TRUE(any);
+  EXPECT_TRUE(full_match(*any, "a\"b"));
+  Result<Regex> quote_only = Regex::compile(R"(^"$)", Regex::Alphabet::kJsonUnescaped);
+  ASSERT_FALSE(quote_only.ok());
+  EXPECT_NE(quote_only.status().message().find("matches no string"), std::string::npos);
+}
+
 // ---- Random patterns against std::regex ----
 
 class PatternGen {
@@ -327,7 +355,7 @@ void walk_accepted(const Regex& re, int state, std::string& prefix, const std::f
       if (walk.wrong++ == 0) walk.first_wrong = prefix;
     }
   }
-  if (prefix.size() == 5) return;
+  if (prefix.size() == 5 || walk.wrong > 0) return;  // after a failure, stop (a broken DFA may live on)
   for (int b = 0; b < 256; ++b) {
     const int t = re.next(state, static_cast<uint8_t>(b));
     if (t == Regex::kDead) continue;
