@@ -203,14 +203,7 @@ void JsonMatcher::step(const Stack* top, uint8_t c, Out& out) const {
   switch (top->f.type) {
     case FrameType::Doc: return;  // the document is complete: nothing may follow
     case FrameType::Value:
-      if (is_ws(c)) {
-        if (top->f.ws >= kMaxWhitespace || out.closing) return;
-        Frame g = top->f;
-        g.ws++;
-        out.replace(top, g);
-        return;
-      }
-      start_value(top->f.node, top->parent, top->f.depth, c, out);
+      if (!whitespace(top, c, out)) start_value(top->f.node, top->parent, top->f.depth, c, out);
       return;
     case FrameType::Object: return step_object(top, c, out);
     case FrameType::Key: return step_key(top, c, out);
@@ -219,6 +212,17 @@ void JsonMatcher::step(const Stack* top, uint8_t c, Out& out) const {
     case FrameType::Number: return step_number(top, c, out);
     case FrameType::Literal: return step_literal(top, c, out);
   }
+}
+
+// Whitespace in a gap between tokens: at most kMaxWhitespace bytes, none while wrapping up.
+bool JsonMatcher::whitespace(const Stack* top, uint8_t c, Out& out) const {
+  if (!is_ws(c)) return false;
+  if (top->f.ws < kMaxWhitespace && !out.closing) {
+    Frame g = top->f;
+    g.ws++;
+    out.replace(top, g);
+  }
+  return true;
 }
 
 void JsonMatcher::start_value(int32_t idx, const Stack* parent, uint8_t depth, uint8_t c, Out& out) const {
@@ -273,12 +277,8 @@ const std::vector<Property> kNoProps;
 void JsonMatcher::step_object(const Stack* top, uint8_t c, Out& out) const {
   const Frame& f = top->f;
   MX_OBJECT_VIEW(f);
+  if (whitespace(top, c, out)) return;
   Frame g = f;
-  if (is_ws(c)) {
-    if (f.ws >= kMaxWhitespace || out.closing) return;
-    g.ws++;
-    return out.replace(top, g);
-  }
   g.ws = 0;
   if (f.stage == 0 || f.stage == 3) {
     if (c == '"' && (!out.closing || f.stage == 3 || view.required_from(f.a))) return start_key(top, out);
@@ -342,12 +342,8 @@ void JsonMatcher::step_array(const Stack* top, uint8_t c, Out& out) const {
   const SchemaNode& n = node(f.node);
   const bool free = n.kind == NodeKind::Any;
   const int32_t items = free ? f.node : n.items, min = free ? 0 : n.min_items, max = free ? -1 : n.max_items;
+  if (whitespace(top, c, out)) return;
   Frame g = f;
-  if (is_ws(c)) {
-    if (f.ws >= kMaxWhitespace || out.closing) return;
-    g.ws++;
-    return out.replace(top, g);
-  }
   g.ws = 0;
   if (c == ']' && f.a >= min) return out.add(top->parent);
   if (out.closing && f.a >= min) return;  // no more items than required

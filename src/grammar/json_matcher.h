@@ -97,6 +97,7 @@ class JsonMatcher {
     void replace(const Stack* top, const Frame& f) { add(make(f, top->parent)); }
   };
   void step(const Stack* top, uint8_t c, Out& out) const;
+  bool whitespace(const Stack* top, uint8_t c, Out& out) const;  // true: c was whitespace (taken or refused)
   void start_value(int32_t node, const Stack* parent, uint8_t depth, uint8_t c, Out& out) const;
   void step_object(const Stack* top, uint8_t c, Out& out) const;
   void step_key(const Stack* top, uint8_t c, Out& out) const;
