@@ -178,6 +178,7 @@ std::variant<Json, ApiError> responses_to_chat_body(const Json& body) {
         if (!f.contains("schema") || !f["schema"].is_object())
           return bad_request("'text.format.schema' must be a JSON Schema object", "text");
         chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", name}, {"schema", f["schema"]}}}};
+        if (f.contains("strict")) chat["response_format"]["json_schema"]["strict"] = f["strict"];
       } else if (type == "json_object") {
         chat["response_format"] = {{"type", "json_object"}};
       } else if (type != "text") {

@@ -198,5 +198,35 @@ test('a prompt that renders past --max-prompt-bytes is a clear 400 before it is 
   assert.equal(small.status, 200);
 });
 
+test('guided decoding: unenforceable strict schemas and bad budgets are 400s; n choices each follow the schema', async ({ base }) => {
+  const chat = (extra) => post(base, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 120, ...extra });
+  const schemaFormat = (schema, strict) => ({ type: 'json_schema', json_schema: { name: 'x', schema, strict } });
+  const bad = await chat({ response_format: schemaFormat({ type: 'object', not: { required: ['a'] } }, true) });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.error.param, 'response_format');
+  assert.match(bad.json.error.message, /'not'/);
+  assert.equal((await chat({ response_format: schemaFormat({ type: 'object', not: {} }, false), max_tokens: 4 })).status, 200,
+    'a non-strict schema it cannot enforce is given to the model only');
+  const viaResponses = await post(base, '/v1/responses', { input: 'hi', max_output_tokens: 4,
+    text: { format: { type: 'json_schema', name: 'x', strict: true, schema: { type: 'object', if: {} } } } });
+  assert.equal(viaResponses.status, 400, 'text.format keeps strict');
+  for (const budget of [-1, 'x', 1.5, 2 ** 40]) {
+    const r = await chat({ max_reasoning_tokens: budget });
+    assert.equal(r.status, 400, `max_reasoning_tokens ${budget}`);
+    assert.equal(r.json.error.param, 'max_reasoning_tokens');
+  }
+  const colors = { type: 'object', properties: { color: { enum: ['red', 'green'] }, n: { type: 'integer', minimum: 2, maximum: 5 } },
+    required: ['color', 'n'], additionalProperties: false };
+  const r = await chat({ n: 3, temperature: 1, seed: 5, max_reasoning_tokens: 4, response_format: schemaFormat(colors, true) });
+  assert.equal(r.status, 200);
+  assert.equal(r.json.choices.length, 3);
+  for (const c of r.json.choices) {
+    assert.equal(c.finish_reason, 'stop', JSON.stringify(c));
+    const v = JSON.parse(c.message.content);
+    assert.ok(['red', 'green'].includes(v.color) && Number.isInteger(v.n) && v.n >= 2 && v.n <= 5, c.message.content);
+    assert.deepEqual(Object.keys(v), ['color', 'n']);
+  }
+});
+
 await runSuite({ binary, tests, timeoutMs: 170_000, args: ['--served-model-name', 'demo', '-c', '2048',
   '--num-gpu-blocks-override', '512', '--enable-prefix-caching', '--max-prompt-bytes', '16384'] });
