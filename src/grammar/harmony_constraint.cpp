@@ -35,7 +35,7 @@ Result<std::unique_ptr<HarmonyConstraint>> HarmonyConstraint::create(std::shared
 }
 
 HarmonyConstraint::HarmonyConstraint(std::shared_ptr<const VocabTrie> vocab, HarmonyRule rule)
-    : vocab_(std::move(vocab)), rule_(std::move(rule)), mask_(vocab_->vocab()), free_(vocab_->ordinary()) {
+    : vocab_(std::move(vocab)), rule_(std::move(rule)), mask_(vocab_->vocab()) {
   const HarmonyIds& ids = vocab_->ids();
   for (const AnswerTarget& t : rule_.targets) {
     std::vector<int32_t> h;
@@ -106,7 +106,7 @@ bool HarmonyConstraint::can_run_ahead(int pending) const {
 const std::vector<uint32_t>& HarmonyConstraint::next_mask(int pending) {
   if (pending > 0) {  // run ahead: the mask of the phase now (accept() puts in a forced token)
     mask_valid_ = false;
-    mask_.words.assign(free_.words.begin(), free_.words.end());
+    mask_.words.assign(vocab_->ordinary().words.begin(), vocab_->ordinary().words.end());
     mask_.allow(phase_ == Phase::Analysis ? vocab_->ids().end : rule_.targets[size_t(target_)].tool ? vocab_->ids().call
                                                                                                      : vocab_->ids().ret);
     return mask_.words;
@@ -134,7 +134,7 @@ void HarmonyConstraint::compute_mask(TokenMask& mask) {
       }
       return;
     case Phase::Analysis:
-      if (budget_left(0)) mask.words = free_.words;
+      if (budget_left(0)) mask.words = vocab_->ordinary().words;
       mask.allow(ids.end);
       return;
     case Phase::Body: return body_mask(mask);
@@ -146,7 +146,7 @@ void HarmonyConstraint::body_mask(TokenMask& mask) {
   const HarmonyIds& ids = vocab_->ids();
   const int32_t terminator = rule_.targets[size_t(target_)].tool ? ids.call : ids.ret;
   if (!matcher_) {
-    mask.words = free_.words;
+    mask.words = vocab_->ordinary().words;
     mask.allow(terminator);
     return;
   }
@@ -201,7 +201,7 @@ bool HarmonyConstraint::apply(int32_t token) {
         next.symbols.push_back(ids.channel);
         enter_literal({std::move(next)});
         ok = true;
-      } else if (budget_left(0) && free_.allows(token)) {
+      } else if (budget_left(0) && vocab_->ordinary().allows(token)) {
         reasoning_++;
         ok = true;
       }
@@ -215,7 +215,7 @@ bool HarmonyConstraint::apply(int32_t token) {
 
 bool HarmonyConstraint::apply_literal(int32_t token) {
   std::vector<int32_t> symbols;
-  if (free_.allows(token)) append_bytes(symbols, vocab_->bytes(token));
+  if (vocab_->ordinary().allows(token)) append_bytes(symbols, vocab_->bytes(token));
   else symbols.push_back(token);
   std::vector<Alt> alive;
   for (Alt& a : alts_)
@@ -245,7 +245,7 @@ bool HarmonyConstraint::apply_body(int32_t token) {
     phase_ = Phase::Done;
     return true;
   }
-  if (!free_.allows(token)) return false;
+  if (!vocab_->ordinary().allows(token)) return false;
   if (!matcher_) return true;
   Arena& scratch = scratch_arena();
   const size_t mark = scratch.mark();

@@ -82,7 +82,7 @@ class HarmonyConstraint final : public TokenConstraint {
   MatchState state_;
   std::map<std::string, TokenMask> cache_;  // body masks by matcher state
   // Masks
-  TokenMask mask_, free_;
+  TokenMask mask_;
   bool mask_valid_ = false;
 };
 
