@@ -10,7 +10,12 @@ usage: tools/bench_serve.py [--base-url http://127.0.0.1:8000/v1] [--concurrency
                             [--requests-per-level 0] [--waves 2] [--min-requests 16]
                             [--max-tokens 128] [--prompt-words 256]
                             [--temperature 0] [--top-p 1]
+                            [--guided none|simple|strings] [--reasoning-tokens 16]
   the common 1k-in / 1k-out shape: --prompt-words 1000 --max-tokens 1024
+  --guided: streamed /v1/chat/completions with a strict json_schema response_format instead (the
+  reasoning closed after --reasoning-tokens by max_reasoning_tokens); every answer is parsed and
+  checked against the schema's required keys, and the level's row ends with the count of valid
+  answers. `--guided none` sends the same chat requests without the schema (the baseline).
 """
 import argparse
 import concurrent.futures
@@ -19,6 +24,17 @@ import json
 import statistics
 import time
 import urllib.parse
+
+# simple: no length-bounded strings (masks from the cache); strings: maxLength strings (computed per step).
+SCHEMAS = {
+    "simple": {"type": "object", "additionalProperties": False, "required": ["ok", "count", "color", "ids"],
+               "properties": {"ok": {"type": "boolean"}, "count": {"type": "integer", "minimum": 0, "maximum": 999},
+                              "color": {"enum": ["red", "green", "blue"]},
+                              "ids": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99},
+                                      "maxItems": 4}}},
+    "strings": {"type": "object", "additionalProperties": False, "required": ["name", "city"],
+                "properties": {"name": {"type": "string", "maxLength": 24}, "city": {"type": "string", "maxLength": 24}}},
+}
 
 WORDS = ["alpha", "river", "stone", "light", "market", "engine", "cloud", "garden", "signal", "paper"]
 
@@ -34,16 +50,30 @@ def connect(base):
 
 def one(args, model, i):
     conn, path = connect(args.base_url)
-    body = {"model": model, "prompt": prompt(i, args.prompt_words), "max_tokens": args.max_tokens,
-            "stream": True, "ignore_eos": True, "temperature": args.temperature, "top_p": args.top_p,
-            "seed": i, "stream_options": {"include_usage": True}}
+    chat = args.guided is not None
+    if chat:
+        body = {"model": model, "messages": [{"role": "user", "content": prompt(i, args.prompt_words)}],
+                "max_tokens": args.max_tokens, "stream": True, "temperature": args.temperature,
+                "top_p": args.top_p, "seed": i, "stream_options": {"include_usage": True},
+                "max_reasoning_tokens": args.reasoning_tokens}
+        if args.guided != "none":
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "out", "strict": True, "schema": SCHEMAS[args.guided]}}
+        else:
+            body["ignore_eos"] = True
+    else:
+        body = {"model": model, "prompt": prompt(i, args.prompt_words), "max_tokens": args.max_tokens,
+                "stream": True, "ignore_eos": True, "temperature": args.temperature, "top_p": args.top_p,
+                "seed": i, "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
-    conn.request("POST", f"{path}/completions", json.dumps(body), {"Content-Type": "application/json"})
+    conn.request("POST", f"{path}/chat/completions" if chat else f"{path}/completions", json.dumps(body),
+                 {"Content-Type": "application/json"})
     r = conn.getresponse()
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]!r}")
     first = last = None
     tokens = 0
+    content = []
     while True:
         raw = r.readline()
         if not raw:
@@ -54,14 +84,28 @@ def one(args, model, i):
         chunk = json.loads(line[6:])
         if chunk.get("usage"):
             tokens = chunk["usage"]["completion_tokens"]
-        if chunk.get("choices") and chunk["choices"][0].get("text"):
+        if not chunk.get("choices"):
+            continue
+        c = chunk["choices"][0]
+        piece = c.get("text") if not chat else (c.get("delta") or {}).get("content")
+        thought = chat and (c.get("delta") or {}).get("reasoning_content")
+        if piece or thought:
             now = time.perf_counter()
             first = first or now
             last = now
+        if piece and chat:
+            content.append(piece)
     conn.close()
     ttft = (first or time.perf_counter()) - t0
     tpot = (last - first) / (tokens - 1) if first and tokens > 1 else 0.0
-    return ttft, tpot, tokens
+    valid = 0
+    if chat and args.guided != "none":
+        try:
+            obj = json.loads("".join(content))
+            valid = int(isinstance(obj, dict) and all(k in obj for k in SCHEMAS[args.guided]["required"]))
+        except ValueError:
+            valid = 0
+    return ttft, tpot, tokens, valid
 
 
 def level(args, model, concurrency):
@@ -75,7 +119,8 @@ def level(args, model, concurrency):
     q = lambda v, p: v[min(len(v) - 1, int(p * len(v)))]
     return (f"| {concurrency} | {len(results)} | {statistics.mean(ttft) * 1e3:.1f} | {q(ttft, 0.5) * 1e3:.1f} | "
             f"{q(ttft, 0.99) * 1e3:.1f} | {statistics.mean(tpot) * 1e3:.2f} | {q(tpot, 0.5) * 1e3:.2f} | "
-            f"{q(tpot, 0.99) * 1e3:.2f} | {sum(r[2] for r in results) / wall:.1f} | {len(results) / wall:.2f} |")
+            f"{q(tpot, 0.99) * 1e3:.2f} | {sum(r[2] for r in results) / wall:.1f} | {len(results) / wall:.2f} |"
+            + (f" {sum(r[3] for r in results)}/{len(results)} |" if args.guided not in (None, "none") else ""))
 
 
 def main():
@@ -89,15 +134,20 @@ def main():
     ap.add_argument("--prompt-words", type=int, default=256)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--guided", choices=["none", *SCHEMAS], default=None)
+    ap.add_argument("--reasoning-tokens", type=int, default=16)
     args = ap.parse_args()
     conn, path = connect(args.base_url)
     conn.request("GET", f"{path}/models")
     model = json.loads(conn.getresponse().read())["data"][0]["id"]
     print(f"model {model}, prompt {args.prompt_words} words, {args.max_tokens} output tokens, "
           f"temperature {args.temperature}, top_p {args.top_p}\n")
+    guided = args.guided not in (None, "none")
+    if args.guided is not None:
+        print(f"chat completions, reasoning closed after {args.reasoning_tokens} tokens, schema: {args.guided}\n")
     print("| concurrency | requests | TTFT mean ms | TTFT p50 | TTFT p99 | TPOT mean ms | TPOT p50 | TPOT p99 | "
-          "output tok/s | req/s |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "output tok/s | req/s |" + (" valid JSON |" if guided else ""))
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|" if guided else ""))
     for c in (int(x) for x in args.concurrency.split(",")):
         print(level(args, model, c), flush=True)
 

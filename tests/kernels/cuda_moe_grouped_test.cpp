@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
@@ -325,7 +326,19 @@ TEST(CudaMoeGroupedSweep, DISABLED_ThresholdSweep) {
   const Shape big{2048, 2880, 2880, 128, 4};
   const Experts ex = make_experts(big, 5000, /*host=*/false);
   std::printf("| T | gemv us | grouped mma.sync us | grouped wgmma us | grouped fp8 us |\n|---|---|---|---|---|\n");
-  for (const int64_t T : {1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 512, 2048}) {
+  // MXSERVE_SWEEP_T=64,128 times those batches only (e.g. to profile one of them with ncu).
+  std::vector<int64_t> Ts{1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 512, 2048};
+  if (const char* env = std::getenv("MXSERVE_SWEEP_T")) {
+    Ts.clear();
+    for (const char* c = env;;) {
+      char* end = nullptr;
+      const long long T = std::strtoll(c, &end, 10);
+      if (end == c) break;
+      Ts.push_back(T);
+      c = *end == ',' ? end + 1 : end;
+    }
+  }
+  for (const int64_t T : Ts) {
     const Shape s{T, big.D, big.F, big.E, big.K};
     std::vector<Inputs> sets;
     for (int i = 0; i < 8; ++i) sets.push_back(make_inputs(s, random_ids(T, s.K, s.E, 5100 + 8 * T + i), 5200 + i));
