@@ -49,8 +49,10 @@ constexpr int64_t kMoeRouterFusedMaxTokens = 8;
 // the mma fragments"), route + both kernels per call: GEMVs 999 us at T=64, 1224 at T=80, 1906 at
 // T=128; grouped 1015, 1071 and 1169 us: they cross between T=64 and T=80.
 // With 16-pair tiles for decode batches (run 17, same test, µs per 120b layer): GEMVs 548 at T=32,
-// 993 at 64; grouped 649 and 847: they cross near T=48; the GEMVs keep T <= 40.
-constexpr int64_t kMoeGroupedMinTokens = 40;
+// 993 at 64; grouped 649 and 847: they cross near T=48. With the thin kernels of those tiles
+// (bf16_mxfp4w_moe_thin.cu, run 21): GEMVs 292 / 426 / 546 at T = 16 / 24 / 32, grouped 327 / 423 /
+// 518: they tie at T = 24; the GEMVs keep T <= 24.
+constexpr int64_t kMoeGroupedMinTokens = 24;
 // Tokens per sequence of the call (T / block-table rows) from which attention runs the tiled
 // prefill kernel (one block per query tile of 16 tokens x 8 q heads of one sequence, each K/V tile
 // shared by all of them, tensor cores) instead of the split-K decode kernel (each token re-reads

@@ -25,7 +25,7 @@ namespace {
 // row, lane or tile (the corrupted output below reads ~1e-3).
 constexpr double kGroupedNmse = 1e-4;
 // Equal to kMoeGroupedMinTokens in src/kernels/dispatch.cpp; DispatchThreshold fails if they differ.
-constexpr int64_t kThreshold = 40;
+constexpr int64_t kThreshold = 24;
 
 struct Shape {
   int64_t T;
@@ -169,11 +169,15 @@ TEST_P(CudaMoeGrouped, GptOss120bSizesT2048) {
 
 TEST_P(CudaMoeGrouped, OddSmallSizes) {
   // N tails (2F or D not a multiple of 128), an odd number of 32-blocks per row (F=96, 160),
-  // one token, K=8, tiles of 1..64 rows; the last three (64 pairs per expert or more on average)
-  // take the 128-row tiles: full, partial and nearly empty ones.
+  // one token, K=8, tiles of 1..64 rows; the first two and the last two (at most 16 pairs per
+  // expert on average) take the 16-row tiles, with 9..16 rows in the last two (the tile's second
+  // m16 half) and K tails of 1..3 blocks in a 4-block stage; Shape{133, 96, 160, 2, 2} and
+  // the two after it (64 pairs per expert or more) the 128-row tiles: full, partial and nearly
+  // empty ones.
   for (const Shape& s : {Shape{7, 64, 96, 5, 2}, Shape{1, 32, 32, 3, 3}, Shape{70, 160, 64, 8, 4},
                          Shape{133, 96, 160, 6, 3}, Shape{45, 224, 288, 9, 8}, Shape{133, 96, 160, 2, 2},
-                         Shape{300, 64, 96, 3, 3}, Shape{260, 224, 288, 4, 1}}) {
+                         Shape{300, 64, 96, 3, 3}, Shape{260, 224, 288, 4, 1}, Shape{40, 224, 288, 6, 2},
+                         Shape{21, 96, 160, 4, 3}}) {
     const Experts ex = make_experts(s, 2000 + s.D);
     const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2100 + s.T), 2200 + s.F);
     const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped), cpu = run_cpu(ex, in);

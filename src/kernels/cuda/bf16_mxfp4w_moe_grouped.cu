@@ -1,11 +1,11 @@
 // bf16_mxfp4w_moe_grouped: the MoE experts for many tokens (prefill), no host synchronisation.
 // A one-block counting sort groups the T·K (token, slot) pairs by expert and lists GEMM tiles of
-// up to 64 or 128 pairs of one expert; two grouped GEMMs (BF16 mma.sync, FP32 accumulate) read
+// up to 16, 64 or 128 pairs of one expert; two grouped GEMMs (BF16 mma.sync, FP32 accumulate) read
 // each MXFP4 weight tile once per tile of pairs and decode it in registers straight into the mma
 // B fragments; gate_up fuses bias + clamped SwiGLU, down fuses bias; finalize sums each token's K
 // rows in slot order into the residual. Runs on sm_80 and later (cp.async, mma.sync m16n8k16). The FP8
 // activation mode (expand + quantize, FP8 GEMMs) is e4m3_mxfp4w_moe_grouped.cu, between the same
-// routing and finalize.
+// routing and finalize, and so are the GEMMs of the 16-pair tiles (bf16_mxfp4w_moe_thin.cu).
 #include "kernels/cuda/moe_grouped_bf16.cuh"
 
 namespace mx::cuda::kern {
@@ -21,23 +21,20 @@ constexpr int kRouteThreads = 1024;
 // The GEMM's shapes: a warp owns all kBM = 16·kMT rows of the tile x 8·kNT columns (kMT m16 x
 // kNT n8 mma tiles), kBN / (8·kNT) warps per block. kMT = 4: 64-row tiles, 4 warps of 64 x 32, 3
 // blocks per SM; kMT = 8: 128-row tiles, 8 warps of 128 x 16, 2 blocks per SM (each weight decoded
-// once per 128 pairs instead of 64, twice the A reads from shared memory per mma); kMT = 1: 16-row
-// tiles for decode batches (a few pairs per expert: the 64-row tiles' mma work on empty rows made
-// the step compute-bound), 4 warps of 16 x 32, 4 blocks per SM.
-// kStages: the cp.async ring of A and raw B stages (the 16-row tiles measured no faster with 8:
-// PERFORMANCE.md run 17).
+// once per 128 pairs instead of 64, twice the A reads from shared memory per mma). The 16-row tiles
+// of decode batches are bf16_mxfp4w_moe_thin.cu. kStages: the cp.async ring of A and raw B stages.
 template <int kMT_>
 struct Shape {
   static constexpr int kMT = kMT_, kBM = 16 * kMT, kNT = kMT == 8 ? 2 : 4, kStages = 4;
   static constexpr int kWarps = kBN / (8 * kNT), kThreads = 32 * kWarps;
-  static constexpr int kMinBlocks = kMT == 1 ? 4 : kMT == 4 ? 3 : 2;
+  static constexpr int kMinBlocks = kMT == 4 ? 3 : 2;
   // A stage: kBM rows x 8 chunks of 16 bytes (8 BF16), chunk index XOR the row's parity.
   static constexpr int kAChunks = kBM * 8, kStageChunks = kAChunks + kBChunks;
   static constexpr int kALoads = kAChunks / kThreads, kBLoads = kBChunks / kThreads;  // per thread and stage
   static constexpr int kRingBytes = kStages * kStageChunks * int(sizeof(uint4));
   // the ring, then the block's scale bytes (kBN rows x G)
   static size_t smem_bytes(int G) { return size_t(kRingBytes) + size_t(kBN) * G; }
-  static_assert((kMT == 1 || kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
+  static_assert((kMT == 4 || kMT == 8) && kALoads * kThreads == kAChunks && kBLoads * kThreads == kBChunks);
 };
 static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128 && kGroupedShortTileM == 16, "the GEMM shapes below");
 
@@ -278,7 +275,7 @@ int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m) {
 size_t moe_grouped_smem_bytes(int tile_m, int D, int F) {
   const int G = (D > F ? D : F) / 32;
   return tile_m == kGroupedTallTileM    ? Shape<8>::smem_bytes(G)
-         : tile_m == kGroupedShortTileM ? Shape<1>::smem_bytes(G)
+         : tile_m == kGroupedShortTileM ? moe_thin_smem_bytes(D, F)
                                         : Shape<4>::smem_bytes(G);
 }
 
@@ -301,7 +298,7 @@ cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t 
   const cudaError_t err = p.fp8                              ? run_e4m3_mxfp4w_moe_grouped_gemms(p, s)
                           : p.xp                             ? run_bf16_mxfp4w_moe_grouped_wgmma_gemms(p, s)
                           : p.tile_m == kGroupedTallTileM  ? launch_gemms<Shape<8>>(p, s)
-                          : p.tile_m == kGroupedShortTileM ? launch_gemms<Shape<1>>(p, s)
+                          : p.tile_m == kGroupedShortTileM ? run_bf16_mxfp4w_moe_thin_gemms(p, s)
                                                            : launch_gemms<Shape<4>>(p, s);
   if (err != cudaSuccess) return err;
   const int threads = (p.D / 8 + 31) / 32 * 32;

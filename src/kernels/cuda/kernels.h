@@ -200,7 +200,7 @@ namespace mx::cuda::kern {
 // GEMMs where the experts average 64 pairs or more: launch_moe_grouped.cpp).
 inline constexpr int kGroupedTileM = 64;
 inline constexpr int kGroupedTallTileM = 128;
-inline constexpr int kGroupedShortTileM = 16;  // decode batches: few pairs per expert (BF16 mma.sync only)
+inline constexpr int kGroupedShortTileM = 16;  // decode batches: few pairs per expert (bf16_mxfp4w_moe_thin.cu)
 inline constexpr int kGroupedMaxExperts = 1024;
 struct MoeGroupedParams {
   const void* x;             // (T, D) bf16
@@ -239,6 +239,9 @@ size_t moe_grouped_e4m3_smem_bytes();                // and of the FP8 ones
 // route -> BF16 gather-GEMMs, or (fp8) expand+quantize -> FP8 GEMMs -> finalize.
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s);
 cudaError_t run_e4m3_mxfp4w_moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s);  // sm_89+
+// The GEMMs of the 16-pair tiles (decode batches): bf16_mxfp4w_moe_thin.cu.
+size_t moe_thin_smem_bytes(int D, int F);
+cudaError_t run_bf16_mxfp4w_moe_thin_gemms(const MoeGroupedParams& p, cudaStream_t s);
 // The BF16 GEMMs on wgmma (needs p.xp): this build holds sm_90a code for the device.
 bool moe_grouped_wgmma_available();
 size_t moe_grouped_wgmma_smem_bytes(int tile_m, int D, int F);
