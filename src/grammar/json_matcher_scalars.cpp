@@ -95,6 +95,12 @@ void JsonMatcher::step_string(const Stack* top, uint8_t c, Out& out) const {
   out.replace(top, g);
 }
 
+bool JsonMatcher::in_plain_string(const MatchState& s) const {
+  if (s.n != 1) return false;
+  const Frame& f = s.s[0]->f;
+  return f.type == FrameType::String && f.b == 0 && f.c == 0 && (f.node < 0 || node(f.node).regex < 0);
+}
+
 bool JsonMatcher::number_complete(const Frame& f) const {
   if (f.stage != 2 && f.stage != 3 && f.stage != 5 && f.stage != 8) return false;
   const SchemaNode& n = node(f.node);
