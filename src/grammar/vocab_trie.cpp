@@ -13,6 +13,10 @@ int TokenMask::count() const {
   return n;
 }
 
+bool TokenMask::none() const {
+  return std::all_of(words.begin(), words.end(), [](uint32_t w) { return w == 0; });
+}
+
 int32_t TokenMask::only() const {
   int32_t found = -1;
   for (size_t i = 0; i < words.size(); ++i) {

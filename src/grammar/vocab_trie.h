@@ -22,6 +22,7 @@ struct TokenMask {
   void allow(int32_t t) { words[size_t(t) >> 5] |= 1u << (t & 31); }
   bool allows(int32_t t) const { return t >= 0 && size_t(t >> 5) < words.size() && (words[size_t(t) >> 5] >> (t & 31)) & 1u; }
   int count() const;
+  bool none() const;  // no id allowed (stops at the first word with one)
   int32_t only() const;  // the one allowed id, or -1 when none or several
 };
 
