@@ -1,11 +1,14 @@
 // bench_grammar: the host cost of guided decoding over the gpt-oss vocabulary (201,088 ids): one
 // token mask in typical JSON states, uncached (VocabTrie::allow_json); the masks of one decode step
-// of N sequences (HarmonyConstraint: read the last token, then the next mask); the trie's build.
+// of N sequences (HarmonyConstraint: read the last token, then the next mask), on the calling thread
+// or with a ThreadPool as the engine's; the trie's build.
 // Usage: bench_grammar TOKENIZER_JSON
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <functional>
 
+#include "core/parallel.h"
 #include "grammar/harmony_constraint.h"
 #include "grammar/vocab_trie.h"
 
@@ -108,13 +111,17 @@ class Sequences {
   std::vector<size_t> at_;
 };
 
+// Arguments: N sequences, W mask workers besides the calling thread (0: all masks on it, one after
+// another; as the engine's mask pool otherwise). Real time: the engine thread's wait.
 void step_masks(benchmark::State& state, const char* schema, const char* answer) {
   Sequences seqs(schema, answer, int(state.range(0)));
+  auto pool = state.range(1) > 0 ? std::make_unique<ThreadPool>(int(state.range(1))) : nullptr;
+  const std::function<void(int64_t)> mask = [&](int64_t i) { seqs.mask(size_t(i)); };
   for (auto _ : state) {
     for (size_t i = 0; i < size_t(seqs.size()); ++i) seqs.read(i);
-    for (size_t i = 0; i < size_t(seqs.size()); ++i) seqs.mask(i);
+    if (pool) pool->run(seqs.size(), mask);
+    else for (int64_t i = 0; i < seqs.size(); ++i) mask(i);
   }
-  state.counters["seqs"] = seqs.size();
 }
 void BM_StepMasksStrings(benchmark::State& s) {
   step_masks(s, kStrings, R"({"name":"Ada Lovelace, Østergård","city":"Zürich am See"})");
@@ -122,8 +129,12 @@ void BM_StepMasksStrings(benchmark::State& s) {
 void BM_StepMasksSimple(benchmark::State& s) {
   step_masks(s, kSimple, R"({"ok":true,"count":412,"color":"green","ids":[3,14,15,92]})");
 }
-BENCHMARK(BM_StepMasksStrings)->Arg(1)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_StepMasksSimple)->Arg(1)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond);
+void step_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"seqs", "workers"})->Args({1, 0})->Args({8, 0})->Args({8, 8})->Args({64, 0})->Args({64, 2})->Args({64, 8});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_StepMasksStrings)->Apply(step_args);
+BENCHMARK(BM_StepMasksSimple)->Apply(step_args);
 
 }  // namespace
 
