@@ -1,4 +1,4 @@
-// A small fixed thread pool behind parallel_for.
+// ThreadPool, and the process-wide one behind parallel_for.
 #include "core/parallel.h"
 
 #include <algorithm>
@@ -13,76 +13,6 @@ namespace {
 
 thread_local bool t_in_pool_task = false;
 
-class Pool {
- public:
-  explicit Pool(int n) {
-    for (int i = 0; i < n - 1; ++i) workers_.emplace_back([this] { loop(); });
-  }
-  ~Pool() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& w : workers_) w.join();
-  }
-  int size() const { return int(workers_.size()) + 1; }
-
-  void run(int64_t chunks, const std::function<void(int64_t)>& task) {
-    std::unique_lock lock(m_);
-    task_ = &task;
-    chunks_ = chunks;
-    next_ = 0;
-    pending_ = chunks;
-    ++generation_;
-    cv_.notify_all();
-    lock.unlock();
-    work();
-    lock.lock();
-    done_cv_.wait(lock, [&] { return pending_ == 0; });
-    task_ = nullptr;
-  }
-
- private:
-  void work() {
-    t_in_pool_task = true;
-    for (;;) {
-      int64_t i;
-      const std::function<void(int64_t)>* task;
-      {
-        std::lock_guard lock(m_);
-        if (!task_ || next_ >= chunks_) break;
-        i = next_++;
-        task = task_;
-      }
-      (*task)(i);
-      std::lock_guard lock(m_);
-      if (--pending_ == 0) done_cv_.notify_all();
-    }
-    t_in_pool_task = false;
-  }
-  void loop() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      work();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex m_;
-  std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* task_ = nullptr;
-  int64_t chunks_ = 0, next_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-};
-
 int configured_threads() {
   if (const char* env = std::getenv("MXSERVE_THREADS")) {
     const int n = std::atoi(env);
@@ -91,8 +21,8 @@ int configured_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-Pool& pool() {
-  static Pool p(configured_threads());
+ThreadPool& pool() {
+  static ThreadPool p(configured_threads() - 1);
   return p;
 }
 
@@ -102,6 +32,66 @@ std::mutex& run_mutex() {
 }
 
 }  // namespace
+
+ThreadPool::ThreadPool(int workers) {
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::run(int64_t chunks, const std::function<void(int64_t)>& task) {
+  std::unique_lock lock(m_);
+  task_ = &task;
+  chunks_ = chunks;
+  next_ = 0;
+  pending_ = chunks;
+  ++generation_;
+  cv_.notify_all();
+  lock.unlock();
+  work();
+  lock.lock();
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  task_ = nullptr;
+}
+
+void ThreadPool::work() {
+  const bool outer = t_in_pool_task;
+  t_in_pool_task = true;
+  for (;;) {
+    int64_t i;
+    const std::function<void(int64_t)>* task;
+    {
+      std::lock_guard lock(m_);
+      if (!task_ || next_ >= chunks_) break;
+      i = next_++;
+      task = task_;
+    }
+    (*task)(i);
+    std::lock_guard lock(m_);
+    if (--pending_ == 0) done_cv_.notify_all();
+  }
+  t_in_pool_task = outer;
+}
+
+void ThreadPool::loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    work();
+  }
+}
 
 int num_threads() { return pool().size(); }
 

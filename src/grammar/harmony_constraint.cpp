@@ -105,18 +105,20 @@ bool HarmonyConstraint::can_run_ahead(int pending) const {
 
 const std::vector<uint32_t>& HarmonyConstraint::next_mask(int pending) {
   if (pending > 0) {  // run ahead: the mask of the phase now (accept() puts in a forced token)
-    mask_valid_ = false;
+    shown_ = nullptr;
     mask_.words.assign(vocab_->ordinary().words.begin(), vocab_->ordinary().words.end());
     mask_.allow(phase_ == Phase::Analysis ? vocab_->ids().end : rule_.targets[size_t(target_)].tool ? vocab_->ids().call
                                                                                                      : vocab_->ids().ret);
     return mask_.words;
   }
-  if (!mask_valid_) {
+  if (shown_ == nullptr && phase_ == Phase::Body && matcher_) {
+    shown_ = &json_mask();
+  } else if (shown_ == nullptr) {
     std::fill(mask_.words.begin(), mask_.words.end(), 0u);
     compute_mask(mask_);
-    mask_valid_ = true;
+    shown_ = &mask_;
   }
-  return mask_.words;
+  return shown_->words;
 }
 
 void HarmonyConstraint::compute_mask(TokenMask& mask) {
@@ -143,13 +145,16 @@ void HarmonyConstraint::compute_mask(TokenMask& mask) {
 }
 
 void HarmonyConstraint::body_mask(TokenMask& mask) {
-  const HarmonyIds& ids = vocab_->ids();
-  const int32_t terminator = rule_.targets[size_t(target_)].tool ? ids.call : ids.ret;
-  if (!matcher_) {
-    mask.words = vocab_->ordinary().words;
-    mask.allow(terminator);
+  if (matcher_) {
+    mask.words = json_mask().words;
     return;
   }
+  mask.words = vocab_->ordinary().words;
+  mask.allow(rule_.targets[size_t(target_)].tool ? vocab_->ids().call : vocab_->ids().ret);
+}
+
+const TokenMask& HarmonyConstraint::json_mask() {
+  const int32_t terminator = rule_.targets[size_t(target_)].tool ? vocab_->ids().call : vocab_->ids().ret;
   // Near max_tokens: first only tokens after which a wrap-up still fits the tokens left (each of
   // its tokens is a byte at least), then the wrap-up itself (closing mode).
   MatchState state = state_;
@@ -157,22 +162,21 @@ void HarmonyConstraint::body_mask(TokenMask& mask) {
   state.closing = left <= need + 1;
   const int budget = !state.closing && left <= need + kWatchTokens ? left - 1 : -1;
   std::string key = matcher_->key(state) + std::to_string(budget);
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    mask.words = it->second.words;
-    return;
-  }
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  TokenMask mask(vocab_->vocab());
   vocab_->allow_json(*matcher_, state, scratch_arena(), mask, budget);
-  if (mask.count() == 0 && !matcher_->can_end(state_)) {  // never expected: the wrap-up alone
+  if (mask.none() && !matcher_->can_end(state_)) {  // never expected: the wrap-up alone
     state.closing = true;
     vocab_->allow_json(*matcher_, state, scratch_arena(), mask);
   }
   // The document is complete, or (never expected) nothing can follow: the terminator ends it.
-  if (matcher_->can_end(state_) || mask.count() == 0) mask.allow(terminator);
-  if (cache_.size() >= kMaxCachedMasks) cache_.erase(cache_.begin());
-  cache_.emplace(std::move(key), mask);
+  if (matcher_->can_end(state_) || mask.none()) mask.allow(terminator);
+  if (cache_.size() >= kMaxCachedMasks) cache_.erase(cache_.begin());  // shown_ is reset by accept() first
+  return cache_.emplace(std::move(key), std::move(mask)).first->second;
 }
 
 int32_t HarmonyConstraint::accept(int32_t token) {
+  shown_ = nullptr;  // the shown mask may be a cached one that this evicts
   if (apply(token)) {
     generated_++;
     return token;
@@ -209,7 +213,6 @@ bool HarmonyConstraint::apply(int32_t token) {
     case Phase::Body: ok = apply_body(token); break;
     case Phase::Done: break;
   }
-  if (ok) mask_valid_ = false;
   return ok;
 }
 

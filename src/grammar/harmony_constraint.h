@@ -62,6 +62,7 @@ class HarmonyConstraint final : public TokenConstraint {
   bool apply_body(int32_t token);
   void compute_mask(TokenMask& mask);
   void body_mask(TokenMask& mask);
+  const TokenMask& json_mask();  // the body's mask under a schema, from the cache (kept there)
   int tokens_left() const;  // before max_tokens, the terminator kept (large when unbounded)
 
   std::shared_ptr<const VocabTrie> vocab_;
@@ -81,9 +82,9 @@ class HarmonyConstraint final : public TokenConstraint {
   int current_ = 0;
   MatchState state_;
   std::map<std::string, TokenMask> cache_;  // body masks by matcher state
-  // Masks
+  // Masks: next_mask() shows mask_ or a cached body mask (valid until accept())
   TokenMask mask_;
-  bool mask_valid_ = false;
+  const TokenMask* shown_ = nullptr;
 };
 
 }  // namespace mx::grammar

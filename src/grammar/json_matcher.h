@@ -76,6 +76,9 @@ class JsonMatcher {
   std::string key(const MatchState& s) const;
   // At most how many bytes a wrap-up (closing mode) from s takes to end the document.
   int closing_bytes(const MatchState& s) const;
+  // One stack, inside a string's content with no pattern, no escape and no character begun: every
+  // content character is then judged alike (by the count of code points so far).
+  bool in_plain_string(const MatchState& s) const;
 
  private:
   struct Out {  // the stacks one step produces

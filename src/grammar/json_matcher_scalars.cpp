@@ -2,6 +2,7 @@
 // numbers (JSON's grammar, bounded digits; bounds checked ahead so that every accepted digit can
 // still end inside them) and literal sets (enum, const, true/false/null).
 #include <cmath>
+#include <iterator>
 
 #include "grammar/json_matcher.h"
 
@@ -25,7 +26,11 @@ int32_t utf8_lead(uint8_t c) {
   return 0;
 }
 
+// 10^n; exact in a double up to 10^22 (number_feasible calls it per digit of every token it walks).
 double pow10(int n) {
+  static constexpr double kExact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (n >= 0 && n < int(std::size(kExact))) return kExact[n];
   double p = 1;
   for (int i = 0; i < n; ++i) p *= 10;
   return p;
@@ -95,6 +100,12 @@ void JsonMatcher::step_string(const Stack* top, uint8_t c, Out& out) const {
   out.replace(top, g);
 }
 
+bool JsonMatcher::in_plain_string(const MatchState& s) const {
+  if (s.n != 1) return false;
+  const Frame& f = s.s[0]->f;
+  return f.type == FrameType::String && f.b == 0 && f.c == 0 && (f.node < 0 || node(f.node).regex < 0);
+}
+
 bool JsonMatcher::number_complete(const Frame& f) const {
   if (f.stage != 2 && f.stage != 3 && f.stage != 5 && f.stage != 8) return false;
   const SchemaNode& n = node(f.node);
@@ -121,6 +132,8 @@ bool JsonMatcher::number_feasible(const Frame& f) const {
         const double s = pow10(j);
         if (integer ? fits(f.v * s, j == 0 ? f.v : (f.v + 1) * s - 1, true) : fits(f.v * s, (f.v + 1) * s, false))
           return true;
+        // More digits only grow the magnitude: past the bound on this side, none fits.
+        if (f.d ? n.has_min && -(f.v * s) < n.minimum : n.has_max && f.v * s > n.maximum) return false;
       }
       return false;
     case 4: return fits(f.v, f.v + 1, false);

@@ -12,6 +12,12 @@ namespace {
 
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
+// Workers of the guided-decoding mask pool, leaving two cores to the engine and HTTP threads. A
+// mask takes ~0.02-0.06 ms (bench_grammar), so 64 draws give each of 8 workers ~8 of them; the cap
+// is a guess not yet measured on a many-core host (docs/PERFORMANCE.md, guided decoding).
+constexpr int kMaxMaskWorkers = 8;
+int mask_workers() { return std::clamp(int(std::thread::hardware_concurrency()) - 2, 1, kMaxMaskWorkers); }
+
 int blocks_for(int64_t tokens, int block_size) { return int((tokens + block_size - 1) / block_size); }
 
 // Blocks a sequence holds in the window pool while decoding (its window's positions may straddle
@@ -266,7 +272,9 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
   LaunchedStep rec{.id = ++next_step_, .chunks = chunks};
   b.num_seqs = int64_t(chunks.size());
   b.decode_only = true;
-  for (const Chunk& ch : chunks) {
+  const std::vector<std::span<const uint32_t>> masks = constraint_masks(chunks);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const Chunk& ch = chunks[c];
     Sequence& s = *ch.seq;
     b.decode_only &= ch.count == 1 && ch.samples;
     b.keep_logits |= s.params.keep_logits;
@@ -295,9 +303,7 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
       banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
     }
     b.logit_rows.push_back(int32_t(b.tokens.size() - 1));
-    std::span<const uint32_t> mask;
-    if (p.constraint) mask = p.constraint->next_mask(s.pending);
-    b.sampling.add(p.sampling, int32_t(s.length()), p.logprobs, s.counts.get(), banned, mask);
+    b.sampling.add(p.sampling, int32_t(s.length()), p.logprobs, s.counts.get(), banned, masks[c]);
     rec.row_seq.push_back(&s);
   }
   MX_TRY(runner_->launch(b));
@@ -320,6 +326,33 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
   }
   launched_.push_back(std::move(rec));
   return ok_status();
+}
+
+// Each sequence's mask depends on its own constraint only, so different sequences' masks are
+// computed on the mask pool side by side; a constraint object that several draws share (never from
+// the server: each choice has its own) keeps them in order on this thread.
+std::vector<std::span<const uint32_t>> Engine::constraint_masks(const std::vector<Chunk>& chunks) {
+  std::vector<std::span<const uint32_t>> masks(chunks.size());
+  std::vector<size_t> draws;  // chunks with a constrained draw
+  for (size_t c = 0; c < chunks.size(); ++c)
+    if (chunks[c].samples && chunks[c].seq->params.constraint) draws.push_back(c);
+  const auto constrained = [](const auto& s) { return s->params.constraint != nullptr; };
+  if (std::none_of(plan_.running.begin(), plan_.running.end(), constrained)) mask_pool_.reset();
+  auto mask_of = [&](int64_t i) {
+    Sequence& s = *chunks[draws[size_t(i)]].seq;
+    masks[draws[size_t(i)]] = s.params.constraint->next_mask(s.pending);
+  };
+  std::vector<const TokenConstraint*> objects;
+  for (size_t c : draws) objects.push_back(chunks[c].seq->params.constraint.get());
+  std::sort(objects.begin(), objects.end());
+  const bool distinct = std::adjacent_find(objects.begin(), objects.end()) == objects.end();
+  if (draws.size() < 2 || !distinct) {
+    for (size_t i = 0; i < draws.size(); ++i) mask_of(int64_t(i));
+    return masks;
+  }
+  if (!mask_pool_) mask_pool_ = std::make_unique<ThreadPool>(mask_workers());
+  mask_pool_->run(int64_t(draws.size()), mask_of);
+  return masks;
 }
 
 // Reads the oldest launched step: its samples become tokens of the sequences that are still

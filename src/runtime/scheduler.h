@@ -15,10 +15,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "core/parallel.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
@@ -98,6 +100,8 @@ class Engine {
   void drop_cancelled();
   bool needs_sync() const;  // the next plan needs every launched step read (penalties, logits, constraints)
   Status launch_step(const std::vector<Chunk>& chunks);
+  // The guided-decoding masks of the step's constrained draws, per chunk (empty: none).
+  std::vector<std::span<const uint32_t>> constraint_masks(const std::vector<Chunk>& chunks);
   Status collect_step();
   void emit(Sequence& s, int32_t token, const StepOutput& out, int64_t row);
   void finish(Sequence& s, FinishReason reason, const std::string& error = {});
@@ -125,6 +129,9 @@ class Engine {
   // Finished sequences that launched steps still name (freed once those steps are read).
   std::vector<std::unique_ptr<Sequence>> retired_;
   StepBatch batch_;  // reused
+  // Computes the masks of a step's constrained draws side by side: started by the first step with
+  // two of them, stopped once no running sequence is constrained.
+  std::unique_ptr<ThreadPool> mask_pool_;
 
   mutable std::mutex mu_;  // guards inbox_, stop_, stats_
   std::condition_variable cv_;

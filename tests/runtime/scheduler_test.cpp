@@ -1,6 +1,7 @@
 // The continuous-batching engine on the CPU backend with the tiny fixture model: concurrent
 // requests (chunked prefill, joining a running batch, a tiny KV pool with preemption) produce the
-// same tokens as single-sequence generate(); cancellation frees blocks; limits and stop ids hold.
+// same tokens as single-sequence generate(); cancellation frees blocks; limits and stop ids hold;
+// guided-decoding masks of a batch equal those of each request alone.
 // On CUDA: decode steps as CUDA graphs.
 #include <gtest/gtest.h>
 
@@ -392,6 +393,66 @@ TEST(Scheduler, CudaDecodeStepsReplayGraphs) {
     } else {
       EXPECT_GE(st.graph_captures_total, 1u);
       EXPECT_GE(st.graph_replays_total, 39u) << "the single request's decode steps after the first";
+    }
+  }
+}
+
+// A guided-decoding rule for tests: draw g (0-based) may take ids first + 7g .. first + 7g + 11,
+// so each mask depends on the sequence's own progress.
+class SlidingWindow final : public TokenConstraint {
+ public:
+  SlidingWindow(int32_t first, int32_t vocab) : first_(first), mask_(size_t(vocab + 31) / 32) {}
+  bool can_run_ahead(int pending) const override { return pending == 0; }
+  const std::vector<uint32_t>& next_mask(int) override {
+    std::fill(mask_.begin(), mask_.end(), 0u);
+    for (int32_t t = lo(); t < lo() + kWidth; ++t) mask_[size_t(t) / 32] |= 1u << (t % 32);
+    return mask_;
+  }
+  int32_t accept(int32_t token) override {
+    if (token < lo() || token >= lo() + kWidth) return -1;
+    drawn_++;
+    return token;
+  }
+  std::unique_ptr<TokenConstraint> fresh() const override {
+    return std::make_unique<SlidingWindow>(first_, int32_t(mask_.size() * 32));
+  }
+  static constexpr int kWidth = 12;
+  int32_t lo() const { return first_ + 7 * drawn_; }
+
+ private:
+  int32_t first_;
+  int drawn_ = 0;
+  std::vector<uint32_t> mask_;
+};
+
+// Eight constrained requests in one batch (their masks computed side by side on the engine's mask
+// pool) give the same tokens as each alone (masks on the engine thread), every one in its window.
+TEST(Scheduler, ConstrainedDrawsInOneBatchEqualEachAlone) {
+  const int32_t vocab = tiny_model().config.vocab_size;
+  const int n = 8, max_tokens = 10;
+  ASSERT_GT(vocab, 16 * n + 7 * max_tokens + SlidingWindow::kWidth);
+  auto params = [&](int i) {
+    RequestParams p = greedy(make_prompt(5 + i, i + 1), max_tokens);
+    p.constraint = std::make_shared<SlidingWindow>(int32_t(16 * i), vocab);
+    return p;
+  };
+  auto engine = Engine::create(tiny_model(), small_args(128));
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  std::vector<RequestParams> batch;
+  for (int i = 0; i < n; ++i) batch.push_back(params(i));
+  auto streams = (*engine)->submit_all(std::move(batch));
+  ASSERT_TRUE(streams.ok()) << streams.status().message();
+  std::vector<Collected> batched;
+  for (const auto& s : *streams) batched.push_back(collect(*s));
+  for (int i = 0; i < n; ++i) {
+    const Collected& together = batched[size_t(i)];
+    const Collected alone = collect(**(*engine)->submit(params(i)));
+    EXPECT_EQ(together.reason, FinishReason::Length);
+    EXPECT_EQ(together.tokens, alone.tokens) << "request " << i;
+    for (size_t g = 0; g < together.tokens.size(); ++g) {
+      const int32_t lo = int32_t(16 * i + 7 * int(g));
+      EXPECT_TRUE(together.tokens[g] >= lo && together.tokens[g] < lo + SlidingWindow::kWidth)
+          << "request " << i << " draw " << g << ": " << together.tokens[g];
     }
   }
 }
