@@ -433,11 +433,23 @@ Status check_host_entries(const char* op, const Tensor& offsets, const Tensor& e
     MX_CHECK(off[r] <= off[r + 1] && off[r + 1] <= N, "{}: offsets[{}] = {}, offsets[{}] = {} with {} entries", op,
              r, off[r], r + 1, off[r + 1], N);
   const auto* e = reinterpret_cast<const LogitsEntry*>(entries.data);
+  for (int64_t r = 0; r < R; ++r)  // MaskOthers: token 0, then exactly `count` Mask entries in increasing token order
+    for (int64_t i = off[r]; i < off[r + 1]; ++i) {
+      if (e[i].kind != LogitsEntryKind::MaskOthers) continue;
+      MX_CHECK(e[i].token == 0 && e[i].count >= 0 && i + 1 + e[i].count == off[r + 1],
+               "{}: entry {} (mask others) must have token 0 and count the {} entries after it in its row", op, i,
+               off[r + 1] - i - 1);
+      for (int64_t j = i + 1; j < off[r + 1]; ++j)
+        MX_CHECK(e[j].kind == LogitsEntryKind::Mask && (j == i + 1 || e[j].token > e[j - 1].token),
+                 "{}: entry {} after a mask-others entry must be a mask entry with a larger id than the one before", op,
+                 j);
+    }
   for (int64_t i = off[0]; i < off[R]; ++i) {
     MX_CHECK(e[i].token >= 0 && e[i].token < V, "{}: entry {} has token {} outside the vocabulary of {}", op, i,
              e[i].token, V);
     MX_CHECK(e[i].kind == LogitsEntryKind::Penalty || e[i].kind == LogitsEntryKind::Bias ||
-                 e[i].kind == LogitsEntryKind::Ban || e[i].kind == LogitsEntryKind::Mask,
+                 e[i].kind == LogitsEntryKind::Ban || e[i].kind == LogitsEntryKind::Mask ||
+                 e[i].kind == LogitsEntryKind::MaskOthers,
              "{}: entry {} has kind {}", op, i, int32_t(e[i].kind));
     MX_CHECK(e[i].kind != LogitsEntryKind::Mask || e[i].token % 32 == 0,
              "{}: mask entry {} starts at id {}, not a multiple of 32", op, i, e[i].token);

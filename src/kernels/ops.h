@@ -316,8 +316,12 @@ Status logprobs_topk(const LogprobsTopkArgs& a);
 // One logits-processing entry of a row: a token of the row's history (penalties), an additive
 // bias (logit_bias), a ban (min_tokens: eos and stop ids are -inf until then) or 32 bits of a
 // guided-decoding mask (token: the first id of the 32, a multiple of 32; aux: bit b set = id
-// token + b allowed; the row's ids that no Mask entry covers stay allowed).
-enum class LogitsEntryKind : int32_t { Penalty = 0, Bias = 1, Ban = 2, Mask = 3 };
+// token + b allowed; the row's ids that no Mask entry covers stay allowed, unless the row has a
+// MaskOthers entry: then they are forbidden. MaskOthers (token 0, count: the number of Mask entries)
+// comes right before the row's Mask entries, which then run in increasing token order; the host
+// sends this form where the row allows fewer words than it forbids, so that a mask of a few
+// allowed tokens is a few entries, not one per word of the vocabulary).
+enum class LogitsEntryKind : int32_t { Penalty = 0, Bias = 1, Ban = 2, Mask = 3, MaskOthers = 4 };
 struct LogitsEntry {
   int32_t token = 0;
   LogitsEntryKind kind = LogitsEntryKind::Penalty;
@@ -331,8 +335,8 @@ static_assert(sizeof(LogitsEntry) == 16);
 // one entry per distinct token): repetition r (HF/vLLM rule, prompt or generated: x > 0 ? x / r : x * r),
 // then x -= frequency * count + presence * (count > 0); (2) x += bias for each Bias entry; (3) x =
 // -inf for each Ban entry; (4) x = -inf for each id whose bit a Mask entry clears (ids >= V
-// ignored). The entries of row r are entries[offsets[r] .. offsets[r + 1]), ordered Penalty,
-// Bias, Ban, Mask (a token may appear once per kind). saved[i] receives the value entry i's token
+// ignored), and with a MaskOthers entry for each id outside the Mask entries' words. The entries of row r are entries[offsets[r] .. offsets[r + 1]), ordered Penalty,
+// Bias, Ban, MaskOthers, Mask (a token may appear once per kind). saved[i] receives the value entry i's token
 // held before this op touched the row (the raw logit for the first entry of a token), for
 // logprobs_chosen (every entry's saved value is raw on both backends). Rows without entries are
 // not read. On the CPU bad offsets or entries are refused; on CUDA they are device data: offsets

@@ -70,8 +70,9 @@ struct SampleRows {
   void clear() { *this = SampleRows(); }
 
   // One row. `counts` (penalties; may be null when off); `banned` ids are -inf (min_tokens);
-  // `mask`: the guided-decoding bits of the row (32 ids a word; empty: no mask), one Mask entry per
-  // word that forbids some id.
+  // `mask`: the guided-decoding bits of the row (32 ids a word; empty: no mask): one Mask entry per
+  // word that forbids some id, or, where fewer words allow some id than forbid some (a structural
+  // JSON state: a few dozen allowed tokens), MaskOthers and one Mask entry per word that allows some.
   void add(const SamplingParams& p, int32_t draw_position, int logprobs, const TokenCounts* counts,
            const std::vector<int32_t>& banned, std::span<const uint32_t> mask = {}) {
     params.insert(params.end(), {p.temperature, p.top_p, p.min_p, float(p.top_k)});
@@ -87,8 +88,16 @@ struct SampleRows {
       entries.push_back(e);
     }
     for (int32_t t : banned) entries.push_back({.token = t, .kind = ops::LogitsEntryKind::Ban});
+    size_t allowing = 0, forbidding = 0;
+    for (uint32_t m : mask) {
+      allowing += m != 0u;
+      forbidding += m != ~0u;
+    }
+    const bool others = allowing < forbidding;
+    if (others)
+      entries.push_back({.token = 0, .kind = ops::LogitsEntryKind::MaskOthers, .count = int32_t(allowing)});
     for (size_t w = 0; w < mask.size(); ++w)
-      if (mask[w] != ~0u)
+      if (others ? mask[w] != 0u : mask[w] != ~0u)
         entries.push_back({.token = int32_t(w * 32), .kind = ops::LogitsEntryKind::Mask, .aux = int32_t(mask[w])});
     offsets.push_back(int32_t(entries.size()));
     any_logprobs |= logprobs >= 0;

@@ -243,11 +243,16 @@ ProcessCase process_case(int64_t R, int64_t V, uint64_t seed) {
       for (int i = 0; i < h / 4; ++i) add(kind, pool[size_t(i)]);  // also in the history (i = 0: all three kinds)
       for (int i = h; i < h + f; i += 1 + int(kind == ops::LogitsEntryKind::Ban)) add(kind, pool[size_t(i)]);
     }
-    if (mode == 2 || mode == 4) {  // guided decoding: a mask over a few random words
+    if (mode == 2 || mode == 4) {  // guided decoding: a mask over a few random words; every other
+      // row of these in the MaskOthers form (the words without an entry forbidden)
+      const bool others = (r / 5) % 2 == 1;
+      const size_t at = c.entries.size();
+      if (others) c.entries.push_back({.token = 0, .kind = ops::LogitsEntryKind::MaskOthers});
       for (int64_t w = 0; w * 32 < V; ++w)
         if (rng() % 3 == 0)
           c.entries.push_back({.token = int32_t(w * 32), .kind = ops::LogitsEntryKind::Mask,
                                .aux = int32_t(uint32_t(rng()) & uint32_t(rng()))});
+      if (others) c.entries[at].count = int32_t(c.entries.size() - at - 1);
     }
     c.offsets.push_back(int32_t(c.entries.size()));
   }

@@ -4,12 +4,15 @@
 // logprobs_chosen; and the contracts dispatch refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "runtime/sampler.h"
 
 namespace mx {
 namespace {
@@ -164,6 +167,72 @@ TEST(LogitsOps, MaskEntriesForbidClearedBits) {
     EXPECT_EQ(b.logits[size_t(V + id)], want1) << "row 1 id " << id;
   }
   EXPECT_EQ(b.saved, (std::vector<float>{raw[33], raw[0], raw[64], raw[size_t(V + 32)]}));
+}
+
+// The other form: after MaskOthers only the Mask entries' words keep their allowed ids; every
+// other id of the row is forbidden, past the other phases.
+TEST(LogitsOps, MaskOthersForbidsTheWordsWithoutEntries) {
+  const int64_t V = 70;
+  Batch b{.logits = std::vector<float>(size_t(V)), .penalties = {1, 0, 0}, .offsets = {0, 4},
+          .entries = {bias(40, 3.0f), {.token = 0, .kind = ops::LogitsEntryKind::MaskOthers, .count = 2},
+                      {.token = 32, .kind = ops::LogitsEntryKind::Mask, .aux = int32_t(0x00000101u)},  // ids 32, 40
+                      {.token = 64, .kind = ops::LogitsEntryKind::Mask, .aux = 0x21}},                 // ids 64, 69
+          .saved = {}, .R = 1, .V = V};
+  for (size_t i = 0; i < b.logits.size(); ++i) b.logits[i] = float(i % 97);
+  const std::vector<float> raw = b.logits;
+  ASSERT_TRUE(b.process().ok());
+  for (int64_t id = 0; id < V; ++id) {
+    const bool allowed = id == 32 || id == 40 || id == 64 || id == 69;
+    const float want = !allowed ? -kInf : id == 40 ? raw[size_t(id)] + 3.0f : raw[size_t(id)];
+    EXPECT_EQ(b.logits[size_t(id)], want) << "id " << id;
+  }
+  EXPECT_EQ(b.saved, (std::vector<float>{raw[40], raw[0], raw[32], raw[64]}));
+  {  // the host form is checked: the count must cover the rest of the row, in increasing ids
+    Batch bad = b;
+    bad.entries[1].count = 1;
+    EXPECT_FALSE(bad.process().ok());
+    bad = b;
+    std::swap(bad.entries[2], bad.entries[3]);
+    EXPECT_FALSE(bad.process().ok());
+    bad = b;
+    bad.entries[1].token = 32;
+    EXPECT_FALSE(bad.process().ok());
+  }
+}
+
+// SampleRows::add sends a row's mask in the shorter form (MaskOthers where fewer words allow an id
+// than forbid one); both give the logits of the mask applied id by id.
+TEST(LogitsOps, SampleRowsSendsEitherMaskForm) {
+  const int64_t V = 1000;
+  std::mt19937_64 rng(77);
+  for (const double p_allowed : {0.002, 0.3, 0.97, 1.0, 0.0}) {
+    std::vector<uint32_t> mask(size_t((V + 31) / 32), 0u);
+    std::bernoulli_distribution allow(p_allowed);
+    for (int64_t id = 0; id < V; ++id)
+      if (allow(rng)) mask[size_t(id / 32)] |= 1u << (id % 32);
+    SampleRows rows;
+    rows.add(SamplingParams{}, 0, -1, nullptr, {}, mask);
+    const bool others = std::any_of(rows.entries.begin(), rows.entries.end(),
+                                    [](const ops::LogitsEntry& e) { return e.kind == ops::LogitsEntryKind::MaskOthers; });
+    const auto allowing = std::count_if(mask.begin(), mask.end(), [](uint32_t m) { return m != 0u; });
+    const auto forbidding = std::count_if(mask.begin(), mask.end(), [](uint32_t m) { return m != ~0u; });
+    EXPECT_EQ(others, allowing < forbidding) << p_allowed;
+    if (p_allowed == 0.002 || p_allowed == 0.0) {  // both forms are exercised
+      EXPECT_TRUE(others);
+    }
+    if (p_allowed == 0.97) {
+      EXPECT_FALSE(others);
+    }
+    Batch b{.logits = std::vector<float>(size_t(V)), .penalties = {1, 0, 0}, .offsets = rows.offsets,
+            .entries = rows.entries, .saved = {}, .R = 1, .V = V};
+    for (size_t i = 0; i < b.logits.size(); ++i) b.logits[i] = float(i % 89) - 40.0f;
+    const std::vector<float> raw = b.logits;
+    ASSERT_TRUE(b.process().ok());
+    for (int64_t id = 0; id < V; ++id) {
+      const bool allowed = (mask[size_t(id / 32)] >> (id % 32)) & 1u;
+      EXPECT_EQ(b.logits[size_t(id)], allowed ? raw[size_t(id)] : -kInf) << "p " << p_allowed << " id " << id;
+    }
+  }
 }
 
 TEST(LogitsOps, RepetitionDividesPositiveAndMultipliesNegativeLogits) {

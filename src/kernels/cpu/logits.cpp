@@ -76,11 +76,20 @@ Status logits_process(const ops::LogitsProcessArgs& a) {
       if (entries[i].kind == ops::LogitsEntryKind::Bias) l[entries[i].token] += std::bit_cast<float>(entries[i].aux);
     for (int32_t i = off[r]; i < off[r + 1]; ++i)
       if (entries[i].kind == ops::LogitsEntryKind::Ban) l[entries[i].token] = -kInf;
+    bool others = false;  // MaskOthers: the words without a Mask entry are forbidden
+    for (int32_t i = off[r]; i < off[r + 1]; ++i) others |= entries[i].kind == ops::LogitsEntryKind::MaskOthers;
+    std::vector<uint32_t> words(others ? size_t((V + 31) / 32) : 0, 0u);
     for (int32_t i = off[r]; i < off[r + 1]; ++i) {
       if (entries[i].kind != ops::LogitsEntryKind::Mask) continue;
+      if (others) {
+        words[size_t(entries[i].token / 32)] = uint32_t(entries[i].aux);
+        continue;
+      }
       for (int b = 0; b < 32 && entries[i].token + b < V; ++b)
         if (!((uint32_t(entries[i].aux) >> b) & 1u)) l[entries[i].token + b] = -kInf;
     }
+    for (int64_t id = 0; others && id < V; ++id)
+      if (!((words[size_t(id / 32)] >> (id % 32)) & 1u)) l[id] = -kInf;
   }
   return ok_status();
 }

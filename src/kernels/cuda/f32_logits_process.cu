@@ -37,12 +37,33 @@ __global__ void __launch_bounds__(kThreads) f32_logits_process(LogitsProcessPara
   each(kEntryBias, [&](int32_t t, int64_t i) { l[t] = __fadd_rn(l[t], __int_as_float(p.entries[4 * i + 3])); });
   __syncthreads();
   each(kEntryBan, [&](int32_t t, int64_t) { l[t] = -INFINITY; });
+  __shared__ int64_t others;  // the MaskOthers entry's index, or -1
+  if (threadIdx.x == 0) others = -1;
   __syncthreads();
-  each(kEntryMask, [&](int32_t t, int64_t i) {
-    const uint32_t bits = uint32_t(p.entries[4 * i + 3]);
-    for (int b = 0; b < 32 && t + b < p.V; ++b)
-      if (!((bits >> b) & 1u)) l[t + b] = -INFINITY;
-  });
+  each(kEntryMaskOthers, [&](int32_t, int64_t i) { others = i; });
+  __syncthreads();
+  if (others < 0) {  // words without a Mask entry stay allowed
+    each(kEntryMask, [&](int32_t t, int64_t i) {
+      const uint32_t bits = uint32_t(p.entries[4 * i + 3]);
+      for (int b = 0; b < 32 && t + b < p.V; ++b)
+        if (!((bits >> b) & 1u)) l[t + b] = -INFINITY;
+    });
+    return;
+  }
+  // Every word: its Mask entry's bits (found by bisection in the sorted entries after MaskOthers),
+  // else none allowed.
+  const int64_t lo0 = others + 1, hi0 = min(e.end, lo0 + max(p.entries[4 * others + 2], 0));
+  for (int64_t w = threadIdx.x; w * 32 < p.V; w += kThreads) {
+    int64_t lo = lo0, hi = hi0;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (p.entries[4 * mid] < w * 32) lo = mid + 1; else hi = mid;
+    }
+    const uint32_t bits = lo < hi0 && p.entries[4 * lo] == w * 32 && p.entries[4 * lo + 1] == kEntryMask
+                              ? uint32_t(p.entries[4 * lo + 3]) : 0u;
+    for (int b = 0; b < 32 && w * 32 + b < p.V; ++b)
+      if (!((bits >> b) & 1u)) l[w * 32 + b] = -INFINITY;
+  }
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ cudaError_t run_f32_sample(const float* logits, const float* params, const int32
 // The sampling stage (ops.h, "the engine step's sampling stage"): graph-safe, no scratch; rows
 // that want nothing exit at once. Entries are ops::LogitsEntry records, (N, 4) i32.
 inline constexpr int kTopLogprobs = 20;  // ops::kMaxTopLogprobs
-enum EntryKind : int32_t { kEntryPenalty = 0, kEntryBias = 1, kEntryBan = 2, kEntryMask = 3 };  // ops::LogitsEntryKind
+enum EntryKind : int32_t { kEntryPenalty = 0, kEntryBias = 1, kEntryBan = 2, kEntryMask = 3, kEntryMaskOthers = 4 };  // ops::LogitsEntryKind
 struct LogprobsTopkParams {
   const float* logits;  // (R, V)
   const int32_t* rows_k;  // (R)
