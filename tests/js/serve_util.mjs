@@ -26,10 +26,14 @@ export function skipUnlessReady(binary, packages = ['openai']) {
 
 // Makes the demo model under `dir` and starts the server with `args`; returns
 // { base, port, proc, log: () => text so far, demo: the model folder }.
+// MXSERVE_TEST_MODEL (e.g. synthetic:120b on the GPU machine) serves that model with the default
+// backend instead of the demo model on the CPU.
 export async function startServer(binary, dir, args) {
   const demo = path.join(dir, 'demo-model');
-  if (!fs.existsSync(demo)) execFileSync(binary, ['make-demo', '--out', demo, '--tokenizer', tokenizerJson], { stdio: 'pipe' });
-  const proc = spawn(binary, ['serve', demo, '--host', '127.0.0.1', '--port', '0', '--backend', 'cpu', ...args],
+  const model = process.env.MXSERVE_TEST_MODEL;
+  if (!model && !fs.existsSync(demo)) execFileSync(binary, ['make-demo', '--out', demo, '--tokenizer', tokenizerJson], { stdio: 'pipe' });
+  const where = model ? [model, '--tokenizer', tokenizerJson] : [demo, '--backend', 'cpu'];
+  const proc = spawn(binary, ['serve', ...where, '--host', '127.0.0.1', '--port', '0', ...args],
     { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {
@@ -41,7 +45,8 @@ export async function startServer(binary, dir, args) {
     proc.stdout.on('data', onData);
     proc.stderr.on('data', onData);
     proc.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));
-    setTimeout(() => reject(new Error('server did not start in 60 s:\n' + log)), 60_000);
+    const startS = model ? 300 : 60;
+    setTimeout(() => reject(new Error(`server did not start in ${startS} s:\n` + log)), startS * 1000);
   });
   return { base: `http://127.0.0.1:${port}`, port, proc, log: () => log, demo };
 }

@@ -15,7 +15,8 @@ import { skipUnlessReady, runSuite, metric } from './serve_util.mjs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
 skipUnlessReady(binary);
-const chromiumPath = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => fs.existsSync(p));
+// MXSERVE_CHROMIUM: a Chromium elsewhere (the GPU machine runs one carried there).
+const chromiumPath = [process.env.MXSERVE_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => p && fs.existsSync(p));
 if (!chromiumPath || !fs.existsSync(path.join(here, 'node_modules/playwright-core'))) {
   console.log('SKIP: no chromium or playwright-core (run scripts/install-deps.sh --test)');
   process.exit(0);
@@ -352,9 +353,12 @@ test('dashboard: plots receive data while requests run; the side panel shows the
   await withPage(base, async (page) => {
     await page.goto(base + '/dashboard');
     await page.waitForFunction(() => Number(document.getElementById('plot-throughput').dataset.points) >= 2, null, { timeout: 20_000 });
+    // Requests that outlast a few of the page's one-second polls: the demo model on the CPU takes
+    // seconds for 40 tokens, a GPU (MXSERVE_TEST_MODEL) a fraction of one for them.
+    const scale = process.env.MXSERVE_TEST_MODEL ? 40 : 1;
     const load = Array.from({ length: 4 }, (_, i) => fetch(base + '/v1/chat/completions', { method: 'POST',
       headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` },
-      body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: `load ${i}` }], max_tokens: 40 + 20 * i,
+      body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: `load ${i}` }], max_tokens: (40 + 20 * i) * scale,
         ignore_eos: true }) }).then((r) => r.json()));
     await page.waitForFunction(() => {
       const p = window.MXDash.plots;
@@ -366,7 +370,7 @@ test('dashboard: plots receive data while requests run; the side panel shows the
     assert.equal(await page.locator('#plot-throughput .uplot').count(), 1, 'uPlot draws the plots');
     assert.equal(await page.locator('#lib-note').isHidden(), true);
     const info = await page.locator('#info').textContent();
-    assert.match(info, /CPU reference/, 'the dispatch paths');
+    assert.match(info, process.env.MXSERVE_TEST_MODEL ? /bf16_mxfp4w_moe/ : /CPU reference/, 'the dispatch paths');
     assert.match(info, /max_num_seqs/, 'the start-up settings');
     assert.doesNotMatch(info, new RegExp(API_KEY), 'never the key');
     await shot(page, 'dashboard.png', true);
