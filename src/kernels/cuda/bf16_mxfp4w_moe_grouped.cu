@@ -97,11 +97,9 @@ template <bool kGateUp, typename L>
 __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks) bf16_mxfp4w_moe_grouped_gemm(MoeGroupedParams p) {
   constexpr int kMT = L::kMT, kNT = L::kNT, kWarpCols = 8 * kNT;
   if (int(blockIdx.y) >= *p.num_tiles) return;
-  const int4 tile = p.tiles[blockIdx.y];
-  const int e = tile.x, row0 = tile.y, rows = tile.z;
-  const int N = kGateUp ? 2 * p.F : p.D;
-  const int Kd = kGateUp ? p.D : p.F;
-  const int G = Kd / 32, KT = (G + 1) / 2;
+  const GroupedTile tile = tile_of<kGateUp>(p);
+  const int e = tile.e, row0 = tile.row0, rows = tile.rows, N = tile.N, Kd = tile.Kd, G = tile.G;
+  const int KT = (G + 1) / 2;
   const int n0 = blockIdx.x * kBN;
   const uint4* wblocks = reinterpret_cast<const uint4*>(kGateUp ? p.gu_blocks : p.dn_blocks) + int64_t(e) * N * G;
   const uint8_t* wscales = (kGateUp ? p.gu_scales : p.dn_scales) + int64_t(e) * N * G;

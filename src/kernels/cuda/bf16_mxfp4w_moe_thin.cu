@@ -81,11 +81,9 @@ __device__ __forceinline__ void cp_async16_l2wide(void* dst, const void* src, bo
 template <bool kGateUp>
 __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGroupedParams p) {
   if (int(blockIdx.y) >= *p.num_tiles) return;
-  const int4 tile = p.tiles[blockIdx.y];
-  const int e = tile.x, row0 = tile.y, rows = tile.z;
-  const int N = kGateUp ? 2 * p.F : p.D;
-  const int Kd = kGateUp ? p.D : p.F;
-  const int G = Kd / 32, KT = (G + 3) / 4;
+  const GroupedTile tile = tile_of<kGateUp>(p);
+  const int e = tile.e, row0 = tile.row0, rows = tile.rows, N = tile.N, Kd = tile.Kd, G = tile.G;
+  const int KT = (G + 3) / 4;
   const int n0 = blockIdx.x * kBN;
   const int rows_n = min(kBN, N - n0);
   const uint4* wblocks = reinterpret_cast<const uint4*>(kGateUp ? p.gu_blocks : p.dn_blocks) + int64_t(e) * N * G;

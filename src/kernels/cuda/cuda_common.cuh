@@ -166,6 +166,19 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
 // The two GEMMs of a grouped MoE path (bf16_mxfp4w_moe_grouped*.cu, e4m3_mxfp4w_moe_grouped.cu), each
 // block 128 output rows of one pair tile: gate_up over (⌈2F/128⌉, max tiles), then down over
 // (⌈D/128⌉, max tiles), with `smem` bytes of opt-in shared memory.
+// What a block of those GEMMs works on: pair tile blockIdx.y (expert e, its pairs at sorted positions
+// row0 .. row0 + rows - 1) against the expert's N x Kd matrix of G = Kd / 32 MXFP4 blocks a row
+// (gate_up: 2F x D, down: D x F).
+struct GroupedTile {
+  int e, row0, rows, N, Kd, G;
+};
+template <bool kGateUp>
+__device__ __forceinline__ GroupedTile tile_of(const MoeGroupedParams& p) {
+  const int4 t = p.tiles[blockIdx.y];
+  const int Kd = kGateUp ? p.D : p.F;
+  return {t.x, t.y, t.z, kGateUp ? 2 * p.F : p.D, Kd, Kd / 32};
+}
+
 inline cudaError_t launch_grouped_gemms(void (*gate_up)(MoeGroupedParams), void (*down)(MoeGroupedParams),
                                         int threads, int smem, const MoeGroupedParams& p, cudaStream_t s) {
   constexpr int kRows = 128;

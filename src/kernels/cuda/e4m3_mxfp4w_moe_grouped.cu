@@ -109,11 +109,8 @@ __global__ void bf16_moe_expand_e4m3(MoeGroupedParams p) {
 template <bool kGateUp>
 __global__ void __launch_bounds__(kThreads, 2) e4m3_mxfp4w_moe_grouped_gemm(MoeGroupedParams p) {
   if (int(blockIdx.y) >= *p.num_tiles) return;
-  const int4 tile = p.tiles[blockIdx.y];
-  const int e = tile.x, row0 = tile.y, rows = tile.z;
-  const int N = kGateUp ? 2 * p.F : p.D;
-  const int Kd = kGateUp ? p.D : p.F;
-  const int G = Kd / 32;
+  const GroupedTile tile = tile_of<kGateUp>(p);
+  const int e = tile.e, row0 = tile.row0, rows = tile.rows, N = tile.N, Kd = tile.Kd, G = tile.G;
   const int n0 = blockIdx.x * kBN;
   const uint8_t* wblocks = (kGateUp ? p.gu_blocks : p.dn_blocks) + int64_t(e) * N * G * 16;
   const uint8_t* wscales = (kGateUp ? p.gu_scales : p.dn_scales) + int64_t(e) * N * G;
