@@ -133,12 +133,11 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
       const bool ok = col < Kd;
       dev::cp_async16(st + a_dst[i], ok ? a_src[i] + col : a_src[i], ok);
     }
-    const bool blk_ok = 4 * kt + b_chunk < G;
+    const bool blk_ok = 4 * kt + b_chunk < G;  // blocks past K are zero-filled
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        // rows past N are never loaded: their outputs are not stored
-      if (b_row_ok[i]) cp_async16_l2wide(st + kAChunks + tid + kThreads * i, blk_ok ? b_src[i] + 4 * kt : wblocks, blk_ok);
-    }
+    for (int i = 0; i < 4; ++i)  // rows past N are never loaded: their outputs are not stored
+      if (b_row_ok[i])
+        cp_async16_l2wide(st + kAChunks + tid + kThreads * i, blk_ok ? b_src[i] + 4 * kt : wblocks, blk_ok);
   };
   // The block's scale bytes, rows n0.. x G (+ 16 bytes of slack: lanes past G in the last stage
   // read a byte or two beyond the last row; their weights are zero-filled, so any scale gives 0).
