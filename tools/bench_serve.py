@@ -51,20 +51,17 @@ def connect(base):
 def one(args, model, i):
     conn, path = connect(args.base_url)
     chat = args.guided is not None
-    if chat:
-        body = {"model": model, "messages": [{"role": "user", "content": prompt(i, args.prompt_words)}],
-                "max_tokens": args.max_tokens, "stream": True, "temperature": args.temperature,
-                "top_p": args.top_p, "seed": i, "stream_options": {"include_usage": True},
-                "max_reasoning_tokens": args.reasoning_tokens}
-        if args.guided != "none":
+    body = {"model": model, "max_tokens": args.max_tokens, "stream": True, "temperature": args.temperature,
+            "top_p": args.top_p, "seed": i, "stream_options": {"include_usage": True}, "ignore_eos": True}
+    if not chat:
+        body["prompt"] = prompt(i, args.prompt_words)
+    else:
+        body["messages"] = [{"role": "user", "content": prompt(i, args.prompt_words)}]
+        body["max_reasoning_tokens"] = args.reasoning_tokens
+        if args.guided != "none":  # the schema's end ends the answer
+            del body["ignore_eos"]
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "out", "strict": True, "schema": SCHEMAS[args.guided]}}
-        else:
-            body["ignore_eos"] = True
-    else:
-        body = {"model": model, "prompt": prompt(i, args.prompt_words), "max_tokens": args.max_tokens,
-                "stream": True, "ignore_eos": True, "temperature": args.temperature, "top_p": args.top_p,
-                "seed": i, "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
     conn.request("POST", f"{path}/chat/completions" if chat else f"{path}/completions", json.dumps(body),
                  {"Content-Type": "application/json"})
