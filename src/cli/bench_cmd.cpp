@@ -12,7 +12,7 @@ namespace {
 
 struct BenchFlags {
   std::string model, prompts = "2048", gens = "32,128", depths = "0", batches = "1", backend = "auto";
-  std::string moe_activation = "bf16";
+  std::string moe_activation = "bf16", mxfp4_layers = "moe";
   int reps = 3;
   bool profile = false, no_graphs = false;
 };
@@ -46,7 +46,8 @@ Status bench(const BenchFlags& f) {
   o.graphs = f.no_graphs ? UseGraphs::No : UseGraphs::Yes;
   const Device device = select_device(f.backend);
   apply_moe_activation(f.moe_activation);
-  MX_ASSIGN(auto model, Model::load(f.model, device));
+  const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
+  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
   auto on_row = [](const BenchRow& r) {
     if (r.skipped.empty())
       log_info("{}{} batch {}: {:.2f} t/s", r.test, r.depth ? fmt::format(" @ d{}", r.depth) : "", r.batch, r.mean);
@@ -78,6 +79,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--backend", f->backend, "auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
+  add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
   cmd->add_flag("--profile", f->profile, "Print a per-op time table of one decode step");
   cmd->add_flag("--no-graphs", f->no_graphs, "Launch decode steps op by op instead of replaying a CUDA graph");
   cmd->callback([f] { exit_on_error(bench(*f)); });

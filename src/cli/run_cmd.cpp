@@ -20,7 +20,7 @@ namespace {
 
 struct RunFlags {
   std::string model, prompt, prompt_ids, backend = "auto", dump_logits;
-  std::string moe_activation = "bf16";
+  std::string moe_activation = "bf16", mxfp4_layers = "moe";
   int max_tokens = 64, top_k = 0;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   uint64_t seed = 0;
@@ -93,10 +93,11 @@ Status run(RunFlags f) {
   MX_CHECK(!f.prompt.empty() || !f.prompt_ids.empty(), "give a prompt with -p TEXT or --prompt-ids 1,2,3");
   const Device device = select_device(f.backend);
   apply_moe_activation(f.moe_activation);
+  const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
   if (f.model.empty()) {
     MX_ASSIGN(f.model, demo_model_dir());
   }
-  MX_ASSIGN(auto model, Model::load(f.model, device));
+  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
   std::shared_ptr<const Tokenizer> tok;
   if (std::filesystem::exists(model->path / "tokenizer.json")) {
     auto t = Tokenizer::load(model->path / "tokenizer.json");
@@ -194,6 +195,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
+  add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
   cmd->add_option("--dump-logits", f->dump_logits, "Write the logits of every step as a float32 .npy [steps, vocab]");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at the end-of-sequence token");
   cmd->add_flag("--raw", f->raw, "Complete -p TEXT as plain text instead of a harmony chat turn");

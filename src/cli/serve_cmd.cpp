@@ -24,7 +24,7 @@ extern "C" void on_signal(int) { g_stop = true; }
 
 struct ServeFlags {
   std::string config, model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
-  std::string moe_activation = "bf16";
+  std::string moe_activation = "bf16", mxfp4_layers = "moe";
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
@@ -130,6 +130,7 @@ nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& e
           {"async_scheduling", !f.no_async_scheduling},
           {"decode_steps", device == Device::CUDA && !f.enforce_eager ? "cuda graphs" : "eager"},
           {"moe_activation", f.moe_activation},
+          {"mxfp4_layers", f.mxfp4_layers},
           {"max_waiting_requests", f.max_waiting_requests},
           {"max_connections", h.max_connections},
           {"max_connections_per_client", h.max_connections_per_client},
@@ -165,6 +166,7 @@ Status serve(ServeFlags f) {
   if (f.served_model_name.empty()) f.served_model_name = demo ? "mxserve-demo" : f.model;
   const Device device = select_device(f.backend);
   apply_moe_activation(f.moe_activation);
+  const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
   MX_ASSIGN(server::CorsPolicy cors, cors_policy(f));
@@ -175,7 +177,7 @@ Status serve(ServeFlags f) {
                       .max_reasoning_tokens = f.max_reasoning_tokens});
   log_limits(f);
   MX_TRY(srv.start());
-  MX_ASSIGN(auto model, Model::load(f.model, device));
+  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
   std::shared_ptr<const Tokenizer> tok;
   const fs::path tok_path = f.tokenizer.empty() ? model->path / "tokenizer.json" : fs::path(f.tokenizer);
   if (fs::exists(tok_path)) {
@@ -319,6 +321,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--backend", f->backend, "Where to run: auto (CUDA if present), cpu, cuda")
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
+  add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
   cmd->callback([f] { exit_on_error(serve(*f)); });
 }
 

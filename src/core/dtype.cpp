@@ -68,4 +68,29 @@ void quantize_mx_e4m3(const float* in32, uint8_t* codes32, uint8_t* scale) {
   for (int i = 0; i < 32; ++i) codes32[i] = f32_to_fp8_e4m3(in32[i] * inv);
 }
 
+uint8_t f32_to_e2m1(float v) {
+  const uint8_t sign = std::signbit(v) ? 0x8 : 0x0;
+  const float a = std::fabs(v);
+  // Midpoints of the grid 0, 0.5, 1, 1.5, 2, 3, 4, 6; a tie goes to the even code (<= where the
+  // lower code is even, < where it is odd).
+  const uint8_t code = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+                     : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
+  return sign | code;
+}
+
+bool quantize_mxfp4_block(const float* in32, uint8_t* bytes16, uint8_t* scale) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    if (!std::isfinite(in32[i])) return false;
+    amax = std::fmax(amax, std::fabs(in32[i]));
+  }
+  int x = 0;  // shared exponent: 0 (scale 1) for an all-zero block
+  if (amax > 0.0f) x = std::ilogb(amax) - 2;
+  x = x < -126 ? -126 : x > 127 ? 127 : x;
+  *scale = uint8_t(x + 127);
+  for (int b = 0; b < 16; ++b)
+    bytes16[b] = uint8_t(f32_to_e2m1(std::ldexp(in32[2 * b], -x)) | (f32_to_e2m1(std::ldexp(in32[2 * b + 1], -x)) << 4));
+  return true;
+}
+
 }  // namespace mx

@@ -55,6 +55,18 @@ inline void decode_mxfp4_block(const uint8_t* bytes16, uint8_t scale, float* out
   }
 }
 
+// FP4 E2M1 code of a value (round to nearest, ties to the even code, saturating to ±6; the sign
+// bit follows the sign of v, -0.0 included). v must not be NaN.
+uint8_t f32_to_e2m1(float v);
+
+// MXFP4 block quantization (--mxfp4-layers), the OCP Microscaling rule: shared exponent
+// X = floor(log2(amax)) - 2 (2 = the largest E2M1 exponent), clamped to [-126, 127] (scale byte
+// 1..254: 2^(s-127) stays a normal float for the kernels), each value v -> f32_to_e2m1(v / 2^X).
+// amax lands in [4, 8) · 2^X, so a block's largest values above 6 · 2^X saturate to 6 · 2^X (as
+// OCP specifies); an all-zero block gets scale byte 127. Returns false (and writes nothing) when a
+// value is NaN or infinite.
+bool quantize_mxfp4_block(const float* in32, uint8_t* bytes16, uint8_t* scale);
+
 // FP8 E4M3 (OCP, finite-only "fn" variant: no inf, 0x7f/0xff = NaN, max 448).
 float fp8_e4m3_to_f32(uint8_t v);
 // Round-to-nearest-even, saturating to ±448 (as cvt.rn.satfinite.e4m3x2.f32); NaN -> 0x7f.

@@ -37,6 +37,10 @@ bool print_dispatch() {
 // kernel is not launched; above it, the rmsnorm kernel writes a normalised copy for cuBLASLt. The
 // same bound selects the fused qkv_projection (norm + GEMV + RoPE + cache write in one kernel).
 constexpr int64_t kLinearGemvMaxTokens = 2;
+// The same bound for MXFP4 weights (--mxfp4-layers): the bf16_mxfp4w_gemv kernel's limit. Above it
+// the weights are decoded to BF16 chunks for cuBLASLt, which writes and reads ~4x the MXFP4
+// bytes again: the GEMV keeps every T it can.
+constexpr int64_t kLinearMxfp4GemvMaxTokens = 4;
 // Tokens up to which moe_router runs as one kernel (bf16_bf16w_norm_router_topk: every block
 // normalises all T tokens and reads its router row once) instead of rmsnorm -> linear ->
 // router_topk. The kernel's limit (8); measured on the H100 at 120b/20b sizes with the
@@ -137,14 +141,30 @@ double nbytes(std::initializer_list<const Tensor*> ts) {
 
 }  // namespace
 
+namespace {
+// A dense weight of `op` (ops.h: BF16, or MXFP4 blocks + scales) with Kin input features.
+Status check_dense_weight(const char* op, const Tensor& w, const Tensor& scales, int64_t Kin, Device dev) {
+  if (!is_mxfp4(scales)) {
+    MX_TRY(expect(w, op, "w", {DType::BF16}, 2, dev));
+    return same_dim(op, "input features", Kin, w.dim(1));
+  }
+  MX_TRY(expect(w, op, "w (MXFP4 blocks)", {DType::U8}, 2, dev));
+  MX_TRY(expect(scales, op, "w scales", {DType::U8}, 2, dev));
+  MX_CHECK(Kin % 32 == 0, "{}: MXFP4 weights need input features divisible by 32, got {}", op, Kin);
+  MX_TRY(same_dim(op, "MXFP4 block bytes per row", w.dim(1), Kin / 2));
+  MX_TRY(same_dim(op, "MXFP4 scales per row", scales.dim(1), Kin / 32));
+  return same_dim(op, "MXFP4 scale rows", scales.dim(0), w.dim(0));
+}
+}  // namespace
+
 Status embed(const EmbedArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.ids, "embed", "ids", {DType::I32}, 1, dev));
-  MX_TRY(expect(a.table, "embed", "table", {DType::BF16}, 2, dev));
+  MX_TRY(check_dense_weight("embed", a.table, a.table_scales, a.out.dim(1), dev));
   MX_TRY(expect(a.out, "embed", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("embed", "tokens", a.ids.dim(0), a.out.dim(0)));
-  MX_TRY(same_dim("embed", "hidden size", a.table.dim(1), a.out.dim(1)));
-  return route("embed", dev, a, cpu::embed, MX_CUDA_FN(embed), 2 * nbytes({&a.out}));
+  return route(is_mxfp4(a.table_scales) ? "embed_mxfp4" : "embed", dev, a, cpu::embed, MX_CUDA_FN(embed),
+               2 * nbytes({&a.out}));
 }
 
 Status rmsnorm(const RmsNormArgs& a) {
@@ -161,13 +181,12 @@ namespace {
 Status check_linear(const LinearArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.x, "linear", "x", {act_dtype(dev)}, 2, dev));
-  MX_TRY(expect(a.w, "linear", "w", {DType::BF16}, 2, dev));
+  MX_TRY(check_dense_weight("linear", a.w, a.w_scales, a.x.dim(1), dev));
   MX_TRY(expect(a.out, "linear", "out", {act_dtype(dev), DType::F32}, 2, dev));
   if (!a.bias.empty()) {
     MX_TRY(expect(a.bias, "linear", "bias", {DType::BF16}, 1, dev));
     MX_TRY(same_dim("linear", "bias length", a.bias.dim(0), a.w.dim(0)));
   }
-  MX_TRY(same_dim("linear", "input features", a.x.dim(1), a.w.dim(1)));
   MX_TRY(same_dim("linear", "output features", a.out.dim(1), a.w.dim(0)));
   MX_TRY(same_dim("linear", "tokens", a.x.dim(0), a.out.dim(0)));
   if (!a.norm.weight.empty()) {
@@ -183,9 +202,16 @@ Status linear(const LinearArgs& a) {
   MX_TRY(check_linear(a));
   const Device dev = a.out.device;
   const bool norm = !a.norm.weight.empty();
-  const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.norm.weight, &a.out});
+  const double bytes = nbytes({&a.x, &a.w, &a.w_scales, &a.bias, &a.norm.weight, &a.out});
   if (dev == Device::CPU) return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #ifdef MXSERVE_HAVE_CUDA
+  if (is_mxfp4(a.w_scales)) {
+    if (a.x.dim(0) <= kLinearMxfp4GemvMaxTokens && cuda::linear_gemv_supported(a))
+      return route(norm ? "rmsnorm_linear_mxfp4_gemv" : "linear_mxfp4_gemv", dev, a, cpu::linear,
+                   MX_CUDA_FN(linear_gemv), bytes);
+    return route(norm ? "rmsnorm_linear_mxfp4_gemm" : "linear_mxfp4_gemm", dev, a, cpu::linear,
+                 MX_CUDA_FN(linear_gemm), bytes);
+  }
   if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::linear_gemv_supported(a))
     return route(norm ? "rmsnorm_linear_gemv" : "linear_gemv", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #endif
@@ -237,7 +263,7 @@ Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
 }
 
 Status qkv_projection(const QkvProjectionArgs& a) {
-  const LinearArgs lin{.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm};
+  const LinearArgs lin{.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm, .w_scales = a.w_scales};
   const QkvRopeCacheArgs rc{.qkv = a.qkv,
                             .n_heads = a.n_heads,
                             .n_kv_heads = a.n_kv_heads,
@@ -248,13 +274,14 @@ Status qkv_projection(const QkvProjectionArgs& a) {
   MX_TRY(check_linear(lin));
   MX_TRY(check_qkv_rope_cache(rc));
   const Device dev = a.qkv.device;
-  const double bytes = nbytes({&a.x, &a.w, &a.bias, &a.norm.weight, &a.qkv, &a.qkv}) +
+  const double bytes = nbytes({&a.x, &a.w, &a.w_scales, &a.bias, &a.norm.weight, &a.qkv, &a.qkv}) +
                        2.0 * double(a.qkv.dim(0)) * a.n_kv_heads * a.head_dim * dtype_size(a.qkv.dtype);
   if (dev == Device::CPU)
     return route("qkv_projection", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
 #ifdef MXSERVE_HAVE_CUDA
-  if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::qkv_projection_fused_supported(a))
-    return route("qkv_projection_fused", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+  const int64_t gemv_max = is_mxfp4(a.w_scales) ? kLinearMxfp4GemvMaxTokens : kLinearGemvMaxTokens;
+  if (a.x.dim(0) <= gemv_max && cuda::qkv_projection_fused_supported(a))
+    return route(is_mxfp4(a.w_scales) ? "qkv_projection_mxfp4_fused" : "qkv_projection_fused", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
 #endif
   // The two ops in a row (each routed, and profiled, on its own).
   MX_TRY(linear(lin));
@@ -294,7 +321,7 @@ Status moe_router(const MoeRouterArgs& a) {
   const Device dev = a.x.device;
   MX_TRY(expect(a.x, "moe_router", "x", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.norm_weight, "moe_router", "norm weight", {DType::BF16, DType::F32}, 1, dev));
-  MX_TRY(expect(a.w, "moe_router", "w", {DType::BF16}, 2, dev));
+  MX_TRY(check_dense_weight("moe_router", a.w, a.w_scales, a.x.dim(1), dev));
   MX_TRY(expect(a.xn, "moe_router", "xn", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.logits, "moe_router", "logits", {act_dtype(dev), DType::F32}, 2, dev));
   const bool topk = !a.ids.empty() || !a.weights.empty();  // else: logits only
@@ -308,7 +335,6 @@ Status moe_router(const MoeRouterArgs& a) {
     MX_TRY(same_dim("moe_router", "bias length", a.bias.dim(0), E));
   }
   MX_TRY(same_dim("moe_router", "norm weight length", a.norm_weight.dim(0), D));
-  MX_TRY(same_dim("moe_router", "router input features", a.w.dim(1), D));
   MX_TRY(same_dim("moe_router", "xn width", a.xn.dim(1), D));
   MX_TRY(same_dim("moe_router", "experts", a.logits.dim(1), E));
   if (topk) {
@@ -318,7 +344,8 @@ Status moe_router(const MoeRouterArgs& a) {
   for (const Tensor* t : {&a.xn, &a.logits}) MX_TRY(same_dim("moe_router", "tokens", t->dim(0), T));
   MX_CHECK(K >= 1 && K <= E, "moe_router: k={} with {} experts", K, E);
   MX_CHECK(a.xn.data != a.x.data, "moe_router: xn must not alias x");
-  const double bytes = nbytes({&a.x, &a.norm_weight, &a.w, &a.bias, &a.xn, &a.logits, &a.ids, &a.weights});
+  const double bytes =
+      nbytes({&a.x, &a.norm_weight, &a.w, &a.w_scales, &a.bias, &a.xn, &a.logits, &a.ids, &a.weights});
   if (dev == Device::CPU) return route("moe_router", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
 #ifdef MXSERVE_HAVE_CUDA
   if (T <= kMoeRouterFusedMaxTokens && cuda::moe_router_fused_supported(a))
@@ -326,7 +353,7 @@ Status moe_router(const MoeRouterArgs& a) {
 #endif
   // The three ops in a row (each routed, and profiled, on its own).
   MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
-  MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits}));
+  MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits, .w_scales = a.w_scales}));
   if (!topk) return ok_status();
   return router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights});
 }
@@ -599,6 +626,10 @@ std::vector<std::string> dispatch_summary(Device device) {
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> {}, else bf16_attention_decode (split "
                   "over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq, prefill_attention_kernel()),
+      fmt::format("MXFP4 dense weights (--mxfp4-layers): linear and qkv_projection T <= {} -> bf16_mxfp4w_gemv "
+                  "(same fusions), else mxfp4_rows_to_bf16 chunks + cuBLASLt; moe_router as for BF16 "
+                  "(bf16_bf16w_norm_router_topk decodes MXFP4 rows); embed -> mxfp4_rows_to_bf16",
+                  kLinearMxfp4GemvMaxTokens),
       "rmsnorm (final norm), sample, logprobs_topk, logits_process, logprobs_chosen: one kernel each",
   };
 }

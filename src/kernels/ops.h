@@ -101,10 +101,17 @@ class StepGraph {
 };
 
 // ---- model ops ----------------------------------------------------------------------------
+// A dense weight (N, Kin) is BF16, or with --mxfp4-layers MXFP4: `w` then holds (N, Kin/2) u8 —
+// row n's blocks of 32 inputs, 16 bytes each, element 2j in the low nibble of byte j (the experts'
+// layout, GPTOSS_SPEC §3) — and its scales tensor (N, Kin/32) u8 E8M0 is set. Kin % 32 == 0.
+// core/dtype.h quantize_mxfp4_block makes them.
+inline bool is_mxfp4(const Tensor& scales) { return !scales.empty(); }
+
 struct EmbedArgs {
-  Tensor ids;    // (T) i32
-  Tensor table;  // (V, D) bf16
-  Tensor out;    // (T, D) act
+  Tensor ids;           // (T) i32
+  Tensor table;         // (V, D) bf16, or (V, D/2) u8 MXFP4 with table_scales
+  Tensor out;           // (T, D) act
+  Tensor table_scales;  // (V, D/32) u8, MXFP4 only
 };
 Status embed(const EmbedArgs& a);
 
@@ -128,11 +135,12 @@ struct InputNorm {
 enum class Accumulate { No, IntoOut };
 struct LinearArgs {
   Tensor x;     // (T, Kin) act
-  Tensor w;     // (N, Kin) bf16
+  Tensor w;     // (N, Kin) bf16, or (N, Kin/2) u8 MXFP4 with w_scales
   Tensor bias;  // (N) bf16, optional (empty)
   Tensor out;   // (T, N) act, or f32 for logits
   Accumulate accumulate = Accumulate::No;
   InputNorm norm;  // optional
+  Tensor w_scales;  // (N, Kin/32) u8, MXFP4 w only
 };
 Status linear(const LinearArgs& a);
 
@@ -174,7 +182,8 @@ Status qkv_rope_cache(const QkvRopeCacheArgs& a);
 struct QkvProjectionArgs {
   Tensor x;        // (T, D) act: the residual stream (with `norm`) or a normalised input
   InputNorm norm;  // optional: the attention RMSNorm
-  Tensor w;        // ((H + 2·Hkv)·Dh, D) bf16
+  Tensor w;        // ((H + 2·Hkv)·Dh, D) bf16, or MXFP4 with w_scales (as LinearArgs)
+  Tensor w_scales;
   Tensor bias;     // ((H + 2·Hkv)·Dh) bf16, optional (empty)
   Tensor qkv;      // (T, (H + 2·Hkv)·Dh) act out: q and k heads rotated, v heads
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
@@ -214,7 +223,8 @@ struct MoeRouterArgs {
   Tensor x;            // (T, D) act: residual stream
   Tensor norm_weight;  // (D) bf16 or f32
   float eps = 1e-5f;
-  Tensor w;            // (E, D) bf16 router
+  Tensor w;            // (E, D) bf16 router, or MXFP4 with w_scales (as LinearArgs)
+  Tensor w_scales;
   Tensor bias;         // (E) bf16, optional (empty)
   Tensor xn;           // (T, D) act out: normalised x, the MoE's input
   Tensor logits;       // (T, E) act or f32 out

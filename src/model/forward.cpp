@@ -53,7 +53,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
   const Tensor router = first(ws.router, T), top_ids = first(ws.top_ids, T), top_w = first(ws.top_w, T);
   const ops::RopeTable rope{.inv_freq = w.inv_freq, .concentration = w.rope_concentration};
 
-  MX_TRY(ops::embed({.ids = a.tokens, .table = w.embed, .out = x}));
+  MX_TRY(ops::embed({.ids = a.tokens, .table = w.embed, .out = x, .table_scales = w.embed_scales}));
   ops::TokenBatch sliding_batch = a.batch;
   if (!a.sliding_block_tables.empty()) sliding_batch.block_tables = a.sliding_block_tables;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -64,6 +64,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
     MX_TRY(ops::qkv_projection({.x = x,
                                 .norm = {.weight = L.attn_norm, .eps = eps},
                                 .w = L.qkv_w,
+                                .w_scales = L.qkv_w_scales,
                                 .bias = L.qkv_b,
                                 .qkv = qkv,
                                 .n_heads = c.num_attention_heads,
@@ -82,12 +83,14 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                            .batch = batch,
                            .cache = a.cache[size_t(l)],
                            .out = attn}));
-    MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut}));
+    MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut,
+                        .w_scales = L.o_w_scales}));
     // MoE block.
     MX_TRY(ops::moe_router({.x = x,
                             .norm_weight = L.mlp_norm,
                             .eps = eps,
                             .w = L.router_w,
+                            .w_scales = L.router_w_scales,
                             .bias = L.router_b,
                             .xn = xn,
                             .logits = router}));
@@ -105,7 +108,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
   if (!a.all_rows) MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));
   // The final norm fused into lm_head (one GEMV kernel for decode).
   return ops::linear({.x = rows_x, .w = w.lm_head, .out = a.logits,
-                      .norm = {.weight = w.final_norm, .eps = float(c.rms_norm_eps)}});
+                      .norm = {.weight = w.final_norm, .eps = float(c.rms_norm_eps)}, .w_scales = w.lm_head_scales});
 }
 
 }  // namespace mx

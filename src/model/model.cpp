@@ -7,7 +7,8 @@
 
 namespace mx {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device, ShowProgress progress) {
+namespace {
+Result<std::unique_ptr<Model>> load_bf16(const std::string& arg, Device device, ShowProgress progress) {
   if (is_synthetic_name(arg)) return make_synthetic_model(arg, device);
   auto m = std::make_unique<Model>();
   MX_ASSIGN(m->path, resolve_model_path(arg));
@@ -21,6 +22,14 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device
   log_info("loaded {} ({} layers, {} experts, {:.2f} GB of weights on {})", m->path.string(),
            m->config.num_hidden_layers, m->config.num_local_experts, double(m->weights.bytes) / 1e9,
            device == Device::CPU ? "cpu" : "cuda");
+  return m;
+}
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device, ShowProgress progress,
+                                           const Mxfp4Layers& mxfp4) {
+  MX_ASSIGN(auto m, load_bf16(arg, device, progress));
+  MX_ASSIGN(m->mxfp4_layers, quantize_dense_layers(m->weights, m->config, mxfp4, progress));
   return m;
 }
 

@@ -22,6 +22,9 @@ struct LayerWeights {
   Tensor router_w;   // (E, D) bf16
   Tensor router_b;   // (E) bf16
   ops::MoeWeights experts;  // MXFP4 blocks/scales u8, biases bf16
+  // With --mxfp4-layers (model/mxfp4_layers.h) the named weight above holds MXFP4 blocks (N, K/2) u8
+  // and its scales (N, K/32) u8 are here (kernels/ops.h, "dense weight"); else empty.
+  Tensor qkv_w_scales, o_w_scales, router_w_scales;
 };
 
 struct ModelWeights {
@@ -30,6 +33,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Tensor final_norm;  // (D) bf16
   Tensor lm_head;     // (V, D) bf16
+  Tensor embed_scales, lm_head_scales;  // --mxfp4-layers embed / lm_head (as LayerWeights), else empty
   Tensor inv_freq;    // (Dh/2) f32, YaRN
   float rope_concentration = 1.0f;
   std::vector<ops::Buffer> storage;  // owns whatever is not a view into the checkpoint

@@ -50,12 +50,17 @@ struct WeightBytes {
   double dense = 0, expert = 0;
 };
 
-WeightBytes weight_bytes(const ModelConfig& c) {
+// Bytes per element of a dense weight: BF16, or MXFP4 with its scales (--mxfp4-layers).
+double per_weight(bool mxfp4) { return mxfp4 ? kMxfp4BytesPerWeight : 2.0; }
+
+WeightBytes weight_bytes(const ModelConfig& c, const Mxfp4Layers& m) {
   const double D = c.hidden_size, F = c.intermediate_size, E = c.num_local_experts, V = c.vocab_size;
   WeightBytes w;
-  const double per_layer = 2 * (double(c.qkv_width()) * D + c.qkv_width() + D * c.q_width() + D +
-                                c.num_attention_heads + 2 * D + E * D + E);
-  w.dense = c.num_hidden_layers * per_layer + 2 * (V * D + D) + 2 * D;  // + lm_head, final norm, one embedding row
+  const double per_layer = per_weight(m.qkv) * double(c.qkv_width()) * D + per_weight(m.o) * D * c.q_width() +
+                           per_weight(m.router) * E * D +
+                           2 * (c.qkv_width() + D + c.num_attention_heads + 2 * D + E);  // biases, sinks, norms
+  // + lm_head, final norm, one embedding row
+  w.dense = c.num_hidden_layers * per_layer + per_weight(m.lm_head) * V * D + 2 * D + per_weight(m.embed) * D;
   // gate_up: 2F rows of D/32 blocks (16 bytes + 1 scale) + bias; down: D rows of F/32 blocks + bias.
   w.expert = 2 * F * (D / 32) * 17 + 2 * F * 2 + D * (F / 32) * 17 + D * 2;
   return w;
@@ -105,7 +110,7 @@ class Runner {
     row.mean = mean_of(tps);
     row.sd = sd_of(tps);
     const double step_s = double(B) / row.mean;
-    row.gbps = decode_step_bytes(c_, B, depth + N / 2) / step_s / 1e9;
+    row.gbps = decode_step_bytes(c_, B, depth + N / 2, m_.mxfp4_layers) / step_s / 1e9;
     if (profile_into) MX_TRY(profile(B, depth, *profile_into));
     return row;
   }
@@ -187,8 +192,8 @@ class Runner {
 
 }  // namespace
 
-double decode_step_bytes(const ModelConfig& c, int batch, int depth) {
-  const WeightBytes w = weight_bytes(c);
+double decode_step_bytes(const ModelConfig& c, int batch, int depth, const Mxfp4Layers& m) {
+  const WeightBytes w = weight_bytes(c, m);
   const double E = c.num_local_experts, K = c.num_experts_per_tok;
   const double experts_read = E * (1.0 - std::pow(1.0 - K / E, batch));  // expected distinct experts
   return w.dense + c.num_hidden_layers * experts_read * w.expert + batch * kv_step_bytes(c, depth);

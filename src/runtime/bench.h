@@ -41,8 +41,9 @@ struct BenchReport {
   double profile_step_us = 0;
 };
 
-// Bytes one decode step reads: weights (experts expected for `batch` random routings) + KV.
-double decode_step_bytes(const ModelConfig& c, int batch, int depth);
+// Bytes one decode step reads: weights (experts expected for `batch` random routings; the dense
+// weights named by `mxfp4` at 17/32 bytes per element) + KV.
+double decode_step_bytes(const ModelConfig& c, int batch, int depth, const Mxfp4Layers& mxfp4 = {});
 
 Result<BenchReport> run_bench(const Model& model, const BenchOptions& opt,
                               const std::function<void(const BenchRow&)>& on_row = {});

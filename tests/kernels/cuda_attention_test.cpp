@@ -161,6 +161,7 @@ struct ProjCase {
   int64_t D;
   std::vector<int32_t> pos, seq;
   bool norm;
+  bool mxfp4 = false;  // the qkv weight in MXFP4 (--mxfp4-layers qkv): bf16_mxfp4w_gemv, T <= 4
 };
 
 struct ProjRun {
@@ -181,7 +182,13 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
   Mirror x = act(random_floats(size_t(T * D), seed + 1, -2.0f, 2.0f), {T, D});
   Mirror nw = bf16_weights(random_floats(size_t(D), seed + 2, 0.5f, 2.0f), {D});
-  Mirror w = bf16_weights(random_floats(size_t(N * D), seed + 3, -0.05f, 0.05f), {N, D});
+  const std::vector<float> wv = random_floats(size_t(N * D), seed + 3, -0.05f, 0.05f);
+  Mirror w = bf16_weights(wv, {N, D});
+  const Mxfp4Mirror wq = c.mxfp4 ? mxfp4_weights(wv, N, D) : Mxfp4Mirror{};
+  const Tensor& w_gpu = c.mxfp4 ? wq.blocks.gpu : w.gpu;
+  const Tensor& w_cpu = c.mxfp4 ? wq.blocks.cpu : w.cpu;
+  const Tensor& s_gpu = c.mxfp4 ? wq.scales.gpu : Tensor();
+  const Tensor& s_cpu = c.mxfp4 ? wq.scales.cpu : Tensor();
   Mirror b = bf16_weights(random_floats(size_t(N), seed + 4), {N});
   Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
   Mirror qkv_u = act(std::vector<float>(size_t(T * N)), {T, N});
@@ -189,7 +196,8 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   for (const bool gpu : {true, false}) {
     const ops::QkvProjectionArgs a{.x = gpu ? x.gpu : x.cpu,
                                    .norm = {.weight = c.norm ? (gpu ? nw.gpu : nw.cpu) : none},
-                                   .w = gpu ? w.gpu : w.cpu,
+                                   .w = gpu ? w_gpu : w_cpu,
+                                   .w_scales = gpu ? s_gpu : s_cpu,
                                    .bias = gpu ? b.gpu : b.cpu,
                                    .qkv = gpu ? qkv.gpu : qkv.cpu,
                                    .n_heads = L.H,
@@ -204,7 +212,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   }
   // The unfused GPU ops on cache g.
   const ops::InputNorm norm_u{.weight = c.norm ? nw.gpu : none};
-  EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = qkv_u.gpu, .norm = norm_u}).ok());
+  EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w_gpu, .bias = b.gpu, .out = qkv_u.gpu, .norm = norm_u, .w_scales = s_gpu}).ok());
   EXPECT_TRUE(ops::qkv_rope_cache({.qkv = qkv_u.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
                                    .rope = {.inv_freq = inv_freq.gpu, .concentration = 1.3465736f},
                                    .batch = g.batch(true), .cache = g.cache(true)})
@@ -246,12 +254,16 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
       {{}, 2880, {300}, {0}, false},             // no input norm
       {odd, 72, {17, 3}, {0, 1}, true},          // odd heads: fused
       {odd, 72, {1, 2, 3, 4, 5}, {0, 0, 1, 1, 1}, true},  // odd heads, unfused
+      {{}, 2880, {4097}, {0}, true, true},                  // MXFP4 qkv: fused bf16_mxfp4w_gemv
+      {{}, 2880, {5, 6, 7, 9}, {0, 0, 0, 1}, true, true},   // MXFP4 fused at T = 4
+      {{}, 2880, {5, 6, 7, 9, 12}, {0, 0, 0, 1, 1}, false, true},  // MXFP4 decoded + cuBLASLt -> qkv_rope_cache
+      {odd, 96, {17, 3}, {0, 1}, true, true},               // MXFP4, odd heads, fused
   };
   uint64_t seed = 700;
   for (const ProjCase& c : cases) {
     const ProjRun r = run_projection(c, seed += 10);
     const std::string where = "T=" + std::to_string(c.pos.size()) + " H=" + std::to_string(c.L.H) +
-                              (c.norm ? " norm" : " no norm");
+                              (c.norm ? " norm" : " no norm") + (c.mxfp4 ? " mxfp4" : "");
     EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse) << where;
     EXPECT_LT(nmse(r.slots_gpu, r.slots_cpu), kProjectionNmse) << where;
     // Fused vs unfused on the GPU: the same bf16 values up to an FP32 sum of squares' last bit

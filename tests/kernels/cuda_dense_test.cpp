@@ -93,6 +93,83 @@ TEST(CudaDense, LinearMatchesReferenceAtGptOssAndOddSizes) {
   }
 }
 
+// MXFP4 dense weights (--mxfp4-layers): bf16_mxfp4w_gemv for T <= 4, decoded chunks + cuBLASLt
+// above, against the CPU reference decoding the same blocks. The same bf16 output rounding as the
+// BF16 paths: kLinearNmse holds.
+std::pair<std::vector<float>, std::vector<float>> run_mxfp4_linear(const LinearCase& c, bool norm, uint64_t seed) {
+  Mirror x = act(random_floats(size_t(c.T * c.Kin), seed, -2.0f, 2.0f), {c.T, c.Kin});
+  const Mxfp4Mirror w = mxfp4_weights(random_floats(size_t(c.N * c.Kin), seed + 1, -0.05f, 0.05f), c.N, c.Kin);
+  Mirror b = bf16_weights(random_floats(size_t(c.N), seed + 2), {c.N});
+  Mirror nw = bf16_weights(random_floats(size_t(c.Kin), seed + 4, 0.5f, 2.0f), {c.Kin});
+  const std::vector<float> init = random_floats(size_t(c.T * c.N), seed + 3);
+  Mirror out = c.f32_out ? raw(init, DType::F32, {c.T, c.N}) : act(init, {c.T, c.N});
+  const Tensor none;
+  for (const bool gpu : {true, false}) {
+    const Status st = ops::linear({.x = gpu ? x.gpu : x.cpu,
+                                   .w = gpu ? w.blocks.gpu : w.blocks.cpu,
+                                   .bias = c.bias ? (gpu ? b.gpu : b.cpu) : none,
+                                   .out = gpu ? out.gpu : out.cpu,
+                                   .accumulate = c.accumulate,
+                                   .norm = {.weight = norm ? (gpu ? nw.gpu : nw.cpu) : none},
+                                   .w_scales = gpu ? w.scales.gpu : w.scales.cpu});
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  return {download(out.gpu), host_floats(out)};
+}
+
+TEST(CudaDense, Mxfp4LinearMatchesReference) {
+  MX_REQUIRE_CUDA();
+  using A = ops::Accumulate;
+  struct Case {
+    LinearCase c;
+    bool norm;
+  };
+  const Case cases[] = {
+      {{1, 5120, 2880, true, false, A::No}, true},       // qkv with the attention norm, GEMV
+      {{2, 5120, 2880, true, false, A::No}, false},      // GEMV
+      {{3, 5120, 2880, true, false, A::No}, true},       // GEMV
+      {{4, 5120, 2880, true, false, A::No}, true},       // GEMV at its limit
+      {{1, 2880, 4096, true, false, A::IntoOut}, false}, // o_proj + residual
+      {{4, 2880, 4096, true, false, A::IntoOut}, false},
+      {{2, 128, 2880, true, false, A::No}, false},       // router
+      {{3, 37, 96, false, true, A::IntoOut}, false},     // odd rows, f32 out
+      {{1, 33, 32, true, true, A::No}, true},            // one block per row
+      {{5, 5120, 2880, true, false, A::No}, true},       // decoded chunk + cuBLASLt (rmsnorm kernel first)
+      {{64, 2880, 4096, true, false, A::IntoOut}, false},// prefill, accumulate
+      {{9, 37, 96, false, true, A::No}, false},          // cuBLASLt odd, f32 out
+  };
+  uint64_t seed = 1300;
+  for (const Case& k : cases) {
+    const auto [gpu, cpu] = run_mxfp4_linear(k.c, k.norm, seed += 10);
+    EXPECT_LT(nmse(gpu, cpu), kLinearNmse) << "T=" << k.c.T << " N=" << k.c.N << " Kin=" << k.c.Kin
+                                           << (k.norm ? " norm" : "");
+  }
+  // The comparison can fail: a corrupted output is far outside the bound.
+  const auto [gpu, cpu] = run_mxfp4_linear(cases[0].c, true, 77);
+  EXPECT_GT(nmse(corrupted(gpu), cpu), kLinearNmse);
+}
+
+// lm_head in MXFP4: the GEMV at T = 1 and, at T = 6, cuBLASLt over 18 decoded chunks of 11,648 rows
+// (the last one partial) writing column slices of the f32 logits.
+TEST(CudaDense, Mxfp4LmHeadF32Logits) {
+  MX_REQUIRE_CUDA();
+  for (const int64_t T : {1, 6}) {
+    const auto [gpu, cpu] = run_mxfp4_linear({T, 201088, 2880, false, true, ops::Accumulate::No}, false, 7 + T);
+    EXPECT_LT(nmse(gpu, cpu), 1e-7) << "T=" << T;  // f32 out: only the FP32 accumulation order differs
+  }
+}
+
+TEST(CudaDense, Mxfp4EmbedDecodesRowsBitwise) {
+  MX_REQUIRE_CUDA();
+  const int64_t V = 1000, D = 2880, T = 6;
+  const Mxfp4Mirror table = mxfp4_weights(random_floats(size_t(V * D), 41, -3.0f, 3.0f), V, D);
+  Mirror ids = raw(std::vector<int32_t>{0, 999, 5, 5, 123, 998}, DType::I32, {T});
+  Mirror out = act(random_floats(size_t(T * D), 42), {T, D});
+  ASSERT_TRUE(ops::embed({.ids = ids.gpu, .table = table.blocks.gpu, .out = out.gpu, .table_scales = table.scales.gpu}).ok());
+  ASSERT_TRUE(ops::embed({.ids = ids.cpu, .table = table.blocks.cpu, .out = out.cpu, .table_scales = table.scales.cpu}).ok());
+  EXPECT_EQ(download(out.gpu), host_floats(out));  // every MXFP4 value is a BF16 value
+}
+
 TEST(CudaDense, LmHeadGemvF32Logits) {
   MX_REQUIRE_CUDA();
   const auto [gpu, cpu] = run_linear({1, 201088, 2880, false, true, ops::Accumulate::No}, 7);
@@ -192,6 +269,52 @@ TEST(CudaDense, DISABLED_InputNormSweep) {
         },
         32, 20);
     std::printf("| %lld | %.2f | %.2f |\n", static_cast<long long>(T), unfused, fused);
+  }
+}
+
+// Times linear with BF16 and MXFP4 weights at decode sizes inside CUDA graphs, weights rotated over
+// copies past L2: µs per call and GB/s of weight bytes. Prints a table for PERFORMANCE.md:
+// --gtest_also_run_disabled_tests --gtest_filter='*Mxfp4GemvSweep'.
+TEST(CudaDense, DISABLED_Mxfp4GemvSweep) {
+  MX_REQUIRE_CUDA();
+  struct Shape {
+    const char* name;
+    int64_t N, Kin;
+    bool norm;
+    int copies;
+  };
+  const Shape shapes[] = {{"qkv", 5120, 2880, true, 8}, {"o", 2880, 4096, false, 8}, {"lm_head", 201088, 2880, true, 1}};
+  std::printf("| matrix | T | BF16 µs | BF16 GB/s | MXFP4 µs | MXFP4 GB/s |\n|---|--:|--:|--:|--:|--:|\n");
+  for (const Shape& sh : shapes) {
+    std::vector<Mirror> bf;
+    std::vector<Mxfp4Mirror> q;
+    for (int i = 0; i < sh.copies; ++i) {
+      const std::vector<float> v = random_floats(size_t(sh.N * sh.Kin), 2000 + i, -0.05f, 0.05f);
+      bf.push_back(bf16_weights(v, {sh.N, sh.Kin}));
+      q.push_back(mxfp4_weights(v, sh.N, sh.Kin));
+    }
+    Mirror nw = bf16_weights(random_floats(size_t(sh.Kin), 2100, 0.5f, 2.0f), {sh.Kin});
+    for (const int64_t T : {1, 2, 4}) {
+      Mirror x = act(random_floats(size_t(T * sh.Kin), 2200, -2.0f, 2.0f), {T, sh.Kin});
+      Mirror out = raw(std::vector<float>(size_t(T * sh.N)), DType::F32, {T, sh.N});
+      const Tensor norm = sh.norm ? nw.gpu : Tensor();
+      const int per_graph = sh.copies * 4;
+      const double us_bf = graph_us_per_call(
+          [&](int i) {
+            return ops::linear({.x = x.gpu, .w = bf[size_t(i % sh.copies)].gpu, .out = out.gpu, .norm = {.weight = norm}});
+          },
+          per_graph, 10);
+      const double us_q = graph_us_per_call(
+          [&](int i) {
+            const Mxfp4Mirror& m = q[size_t(i % sh.copies)];
+            return ops::linear({.x = x.gpu, .w = m.blocks.gpu, .out = out.gpu, .norm = {.weight = norm},
+                                .w_scales = m.scales.gpu});
+          },
+          per_graph, 10);
+      const double bytes_bf = 2.0 * sh.N * sh.Kin, bytes_q = sh.N * sh.Kin * 17.0 / 32.0;
+      std::printf("| %s | %lld | %.2f | %.0f | %.2f | %.0f |\n", sh.name, static_cast<long long>(T), us_bf,
+                  bytes_bf / us_bf / 1e3, us_q, bytes_q / us_q / 1e3);
+    }
   }
 }
 

@@ -21,6 +21,7 @@ struct RouterCase {
   int D, E, K;
   bool bias, f32_logits;
   bool topk = true;  // false: no ids/weights, the op stops at the logits
+  bool mxfp4 = false;  // the router weight in MXFP4 (--mxfp4-layers router), D % 32 == 0
 };
 
 struct RouterRun {
@@ -53,6 +54,7 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
   }
   if (E >= 5) copy_row(E - 1, E - 2);
   Mirror w = bf16_weights(wv, {E, D});
+  const Mxfp4Mirror wq = c.mxfp4 ? mxfp4_weights(wv, E, D) : Mxfp4Mirror{};
   Mirror b = bf16_weights(bv, {E});
   const std::vector<float> init(size_t(T * E), -7.0f);
   Mirror logits = c.f32_logits ? raw(init, DType::F32, {T, E}) : act(init, {T, E});
@@ -64,7 +66,8 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
     auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
     EXPECT_TRUE(ops::moe_router({.x = pick(x),
                                  .norm_weight = pick(nw),
-                                 .w = pick(w),
+                                 .w = c.mxfp4 ? pick(wq.blocks) : pick(w),
+                                 .w_scales = c.mxfp4 ? pick(wq.scales) : Tensor(),
                                  .bias = c.bias ? pick(b) : no_bias,
                                  .xn = pick(xn),
                                  .logits = pick(logits),
@@ -85,7 +88,8 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
 
 void expect_matches(const RouterRun& r, const RouterCase& c) {
   const std::string where = "T=" + std::to_string(c.T) + " D=" + std::to_string(c.D) + " E=" + std::to_string(c.E) +
-                            " K=" + std::to_string(c.K) + (c.f32_logits ? " f32 logits" : " bf16 logits");
+                            " K=" + std::to_string(c.K) + (c.f32_logits ? " f32 logits" : " bf16 logits") +
+                            (c.mxfp4 ? " mxfp4" : "");
   EXPECT_LT(nmse(r.xn_gpu, r.xn_cpu), kRouterNmse) << where;
   EXPECT_LT(nmse(r.logits_gpu, r.logits_cpu), kRouterNmse) << where;
   if (!c.topk) {  // logits only: ids untouched
@@ -111,6 +115,10 @@ TEST(CudaRouter, MoeRouterMatchesReference) {
       {2, 36, 6, 2, true, false},      // D % 8 != 0: the three ops even at small T
       {1, 2880, 128, 4, true, false, false},  // logits only (ops::moe selects): fused
       {9, 2880, 32, 4, true, true, false},    // logits only: rmsnorm -> linear
+      {1, 2880, 128, 4, true, false, false, true},  // MXFP4 router, 120b decode (fused)
+      {4, 2880, 32, 4, true, true, true, true},     // MXFP4, fused with the top-k
+      {3, 96, 5, 3, true, false, true, true},       // MXFP4, odd E (fused)
+      {9, 2880, 128, 4, true, false, true, true},   // MXFP4: rmsnorm -> MXFP4 linear -> router_topk
   };
   uint64_t seed = 1000;
   for (const RouterCase& c : cases) expect_matches(run_router(c, seed += 10), c);

@@ -109,6 +109,18 @@ inline double graph_us_per_call(const std::function<Status(int)>& call, int per_
   return us / (double(replays) * per_graph);
 }
 
+// A dense weight (N, K) quantized to MXFP4 (core/dtype.h quantize_mxfp4_block, the loader's rule),
+// the same bytes on both backends: blocks (N, K/2) u8 and scales (N, K/32) u8.
+struct Mxfp4Mirror {
+  Mirror blocks, scales;
+};
+inline Mxfp4Mirror mxfp4_weights(const std::vector<float>& v, int64_t N, int64_t K) {
+  std::vector<uint8_t> blocks(size_t(N * K / 2)), scales(size_t(N * K / 32));
+  for (int64_t b = 0; b < N * K / 32; ++b)
+    EXPECT_TRUE(quantize_mxfp4_block(&v[size_t(b * 32)], &blocks[size_t(b * 16)], &scales[size_t(b)]));
+  return {raw(blocks, DType::U8, {N, K / 2}), raw(scales, DType::U8, {N, K / 32})};
+}
+
 // Every 10th element scaled by 1.1: an NMSE near 1e-3, what a broken row or lane looks like.
 inline std::vector<float> corrupted(std::vector<float> v) {
   for (size_t i = 0; i < v.size(); i += 10) v[i] *= 1.1f;

@@ -18,6 +18,12 @@ TEST(BenchFloor, DecodeBytesMatchTheDesignBudget) {
   auto c20 = synthetic_config("synthetic:20b");
   ASSERT_TRUE(c20.ok());
   EXPECT_NEAR(decode_step_bytes(*c20, 1, 0) / 1e9, 3.6, 0.15);
+  // --mxfp4-layers all: the dense weights at 17/32 bytes per element (DESIGN.md: ~2.7 GB for 120b).
+  const Mxfp4Layers all{.qkv = true, .o = true, .router = true, .lm_head = true, .embed = true};
+  EXPECT_NEAR(decode_step_bytes(*c120, 1, 0, all) / 1e9, 1.90 + (1.91 + 1.16) * 17.0 / 64.0, 0.05);
+  const Mxfp4Layers qkv_only{.qkv = true};
+  EXPECT_NEAR(decode_step_bytes(*c120, 1, 0) - decode_step_bytes(*c120, 1, 0, qkv_only),
+              36.0 * 5120 * 2880 * (2.0 - 17.0 / 32.0), 1.0);
   // A large batch reads (nearly) every expert once.
   const double all_experts = decode_step_bytes(*c20, 1000, 0);
   EXPECT_GT(all_experts, decode_step_bytes(*c20, 8, 0));

@@ -65,7 +65,7 @@ Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
 }
 
 Status qkv_projection(const ops::QkvProjectionArgs& a) {
-  MX_TRY(linear({.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm}));
+  MX_TRY(linear({.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm, .w_scales = a.w_scales}));
   return qkv_rope_cache({.qkv = a.qkv,
                          .n_heads = a.n_heads,
                          .n_kv_heads = a.n_kv_heads,

@@ -1,5 +1,6 @@
 // CPU reference for the dense ops: embedding lookup, RMSNorm, linear (x·W^T + b, optionally of
-// rmsnorm(x)), row gather.
+// rmsnorm(x)), row gather. Dense weights are BF16 or MXFP4 (--mxfp4-layers), decoded exactly by
+// core/dtype.h decode_mxfp4_block.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -8,16 +9,30 @@
 #include "kernels/cpu/cpu_ops.h"
 
 namespace mx::cpu {
+namespace {
+
+// Row n of a dense weight (ops.h: BF16, or MXFP4 blocks + scales) as Kin floats.
+void weight_row(const Tensor& w, const Tensor& scales, int64_t n, int64_t Kin, float* row) {
+  if (!ops::is_mxfp4(scales)) {
+    for (int64_t k = 0; k < Kin; ++k) row[k] = load_f32(w, n * Kin + k);
+    return;
+  }
+  const int64_t G = Kin / 32;
+  const uint8_t* blocks = w.ptr<const uint8_t>() + n * G * 16;
+  const uint8_t* s = scales.ptr<const uint8_t>() + n * G;
+  for (int64_t g = 0; g < G; ++g) decode_mxfp4_block(blocks + g * 16, s[g], row + g * 32);
+}
+
+}  // namespace
 
 Status embed(const ops::EmbedArgs& a) {
-  const int64_t T = a.ids.dim(0), D = a.table.dim(1), V = a.table.dim(0);
+  const int64_t T = a.ids.dim(0), D = a.out.dim(1), V = a.table.dim(0);
   const int32_t* ids = a.ids.ptr<const int32_t>();
   for (int64_t t = 0; t < T; ++t)
     MX_CHECK(ids[t] >= 0 && ids[t] < V, "token id {} at index {} is outside the vocabulary (size {})", ids[t], t, V);
   float* out = a.out.ptr<float>();
   parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      for (int64_t d = 0; d < D; ++d) out[t * D + d] = load_f32(a.table, int64_t(ids[t]) * D + d);
+    for (int64_t t = t0; t < t1; ++t) weight_row(a.table, a.table_scales, ids[t], D, out + t * D);
   });
   return ok_status();
 }
@@ -58,7 +73,7 @@ Status linear(const ops::LinearArgs& a) {
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
     std::vector<float> row(static_cast<size_t>(Kin));
     for (int64_t n = n0; n < n1; ++n) {
-      for (int64_t k = 0; k < Kin; ++k) row[size_t(k)] = load_f32(a.w, n * Kin + k);
+      weight_row(a.w, a.w_scales, n, Kin, row.data());
       const float b = a.bias.empty() ? 0.0f : load_f32(a.bias, n);
       for (int64_t t = 0; t < T; ++t) {
         const float* xt = x + t * Kin;

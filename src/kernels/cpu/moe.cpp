@@ -63,7 +63,7 @@ Status router_topk(const ops::RouterTopkArgs& a) {
 
 Status moe_router(const ops::MoeRouterArgs& a) {
   MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
-  MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits}));
+  MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits, .w_scales = a.w_scales}));
   if (a.ids.empty()) return ok_status();  // logits only (ops::moe selects)
   return router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights});
 }

@@ -4,7 +4,9 @@
 // logit; block 0 also writes xn. Unless ids is null (the MoE GEMVs select from the logits), the
 // last block to arrive (device-memory counter) runs the top-k of bf16_router_topk over the stored
 // logits and resets the counter. Launched as a programmatic
-// dependent: the router row and the norm weight load during the previous kernel's tail.
+// dependent: the router row and the norm weight load during the previous kernel's tail. With an
+// MXFP4 router (--mxfp4-layers router) a thread reads the 4-byte word of its 8 inputs and the
+// block's scale byte instead of 16 bytes of BF16, decoded as in bf16_mxfp4w_gemv.
 #include "kernels/cuda/topk.cuh"
 
 namespace mx::cuda::kern {
@@ -40,7 +42,7 @@ __device__ __forceinline__ void block_sum(float (&v)[kMaxT], int n, float (&part
 }
 
 // kMaxT: the token count the registers are sized for (the launch picks the smallest >= T).
-template <int kMaxT>
+template <int kMaxT, bool kMxfp4>
 __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRouterTopkParams p) {
   __shared__ float partial[kWarps][kMaxT];
   __shared__ bool last;
@@ -50,10 +52,16 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
   const uint4* wrow = static_cast<const uint4*>(p.w) + int64_t(e) * kv;
   const uint4* nw = static_cast<const uint4*>(p.norm_weight);
   uint4 wv[kChunks], nv[kChunks];
+  uint32_t wq[kChunks], ws[kChunks];  // MXFP4: the word of inputs 8c..8c+7 and its block's scale
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
     const int c = threadIdx.x + i * kThreads;
-    wv[i] = c < kv ? __ldcs(wrow + c) : make_uint4(0, 0, 0, 0);
+    if constexpr (kMxfp4) {
+      wq[i] = c < kv ? __ldcs(static_cast<const uint32_t*>(p.w) + int64_t(e) * kv + c) : 0u;
+      ws[i] = c < kv ? __ldcs(static_cast<const uint8_t*>(p.w_scales) + int64_t(e) * (kv / 4) + c / 4) : 0u;
+    } else {
+      wv[i] = c < kv ? __ldcs(wrow + c) : make_uint4(0, 0, 0, 0);
+    }
     nv[i] = c < kv ? __ldg(nw + c) : make_uint4(0, 0, 0, 0);
   }
   const float bias = p.bias ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[e]) : 0.0f;
@@ -96,11 +104,19 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
       const uint4 xn = dev::pack_bf16x8(f);
       if (e == 0) static_cast<uint4*>(p.xn)[int64_t(t) * kv + c] = xn;
       dev::unpack_bf16x8(xn, f);
-      dev::unpack_bf16x8(wv[i], h);
+      if constexpr (kMxfp4) {
+        dev::mxfp4_word_to_f32(wq[i], h);
+        float part = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) dot = fmaf(f[j], h[j], dot);
+        for (int j = 0; j < 8; ++j) part = fmaf(f[j], h[j], part);
+        dot = fmaf(part, __uint_as_float(ws[i] << 23), dot);  // 2^(s-127); the 2^14 below
+      } else {
+        dev::unpack_bf16x8(wv[i], h);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dot = fmaf(f[j], h[j], dot);
+      }
     }
-    acc[t] = dot;
+    acc[t] = kMxfp4 ? dot * 16384.0f : dot;
   }
   block_sum(acc, T, partial);
   if (threadIdx.x == 0) {
@@ -129,6 +145,16 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
   if (threadIdx.x == 0) atomicExch(&g_blocks_done, 0u);
 }
 
+template <bool kMxfp4>
+cudaError_t launch_t(const NormRouterTopkParams& p, cudaStream_t s) {
+  const dim3 grid(unsigned(p.E)), block(kThreads);
+  if (p.T == 1) return launch_pdl(bf16_bf16w_norm_router_topk<1, kMxfp4>, grid, block, 0, s, p);
+  if (p.T == 2) return launch_pdl(bf16_bf16w_norm_router_topk<2, kMxfp4>, grid, block, 0, s, p);
+  if (p.T <= 4) return launch_pdl(bf16_bf16w_norm_router_topk<4, kMxfp4>, grid, block, 0, s, p);
+  static_assert(kRouterFusedMaxTokens == 8, "the largest instance below");
+  return launch_pdl(bf16_bf16w_norm_router_topk<8, kMxfp4>, grid, block, 0, s, p);
+}
+
 }  // namespace
 
 // Requires T <= kRouterFusedMaxTokens, D % 8 == 0, D <= kRouterFusedMaxD, E <= kTopkMaxExperts,
@@ -138,12 +164,8 @@ cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaS
   if (p.T > kRouterFusedMaxTokens || p.D % 8 != 0 || p.D > kRouterFusedMaxD || p.E > kTopkMaxExperts ||
       p.K > kTopkMaxK)
     return cudaErrorInvalidValue;
-  const dim3 grid(unsigned(p.E)), block(kThreads);
-  if (p.T == 1) return launch_pdl(bf16_bf16w_norm_router_topk<1>, grid, block, 0, s, p);
-  if (p.T == 2) return launch_pdl(bf16_bf16w_norm_router_topk<2>, grid, block, 0, s, p);
-  if (p.T <= 4) return launch_pdl(bf16_bf16w_norm_router_topk<4>, grid, block, 0, s, p);
-  static_assert(kRouterFusedMaxTokens == 8, "the largest instance below");
-  return launch_pdl(bf16_bf16w_norm_router_topk<8>, grid, block, 0, s, p);
+  if (p.w_scales && p.D % 32 != 0) return cudaErrorInvalidValue;
+  return p.w_scales ? launch_t<true>(p, s) : launch_t<false>(p, s);
 }
 
 }  // namespace mx::cuda::kern

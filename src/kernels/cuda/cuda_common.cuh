@@ -137,6 +137,37 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // Asks L2 for the line holding p (no register, no wait): for values a kernel reads only at its end.
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// ---- MXFP4 decode (the MoE GEMVs' mma operands, the dense MXFP4 GEMV and router) ---------------
+// One MXFP4 word (8 E2M1 codes, element 0 in the low nibble) -> FP16 pairs (e0,e4) (e2,e6) from
+// `even`, (e1,e5) (e3,e7) from `odd` via prmt 0x2404 / 0x3414. Each code s.e1e0.m is first moved to
+// s000.e1e0m0 in a byte, the high byte of an FP16 whose value is E2M1 * 2^-14 (0.5 -> subnormal).
+struct Fp4Word {
+  uint32_t even, odd;
+  __device__ __forceinline__ explicit Fp4Word(uint32_t q)
+      : even(((q & 0x07070707u) << 1) | ((q & 0x08080808u) << 4)),
+        odd(((q >> 3) & 0x0e0e0e0eu) | (q & 0x80808080u)) {}
+};
+
+// The 8 weights of MXFP4 word q as FP32 E2M1 * 2^-14, in element order (multiply the dot by the
+// block's 2^(s-127) and by 2^14).
+__device__ __forceinline__ void mxfp4_word_to_f32(uint32_t q, float (&f)[8]) {
+  const Fp4Word w(q);
+  const uint32_t p04 = __byte_perm(w.even, 0u, 0x2404), p26 = __byte_perm(w.even, 0u, 0x3414);
+  const uint32_t p15 = __byte_perm(w.odd, 0u, 0x2404), p37 = __byte_perm(w.odd, 0u, 0x3414);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&p04));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&p26));
+  const float2 c = __half22float2(*reinterpret_cast<const __half2*>(&p15));
+  const float2 d = __half22float2(*reinterpret_cast<const __half2*>(&p37));
+  f[0] = a.x;
+  f[4] = a.y;
+  f[2] = b.x;
+  f[6] = b.y;
+  f[1] = c.x;
+  f[5] = c.y;
+  f[3] = d.x;
+  f[7] = d.y;
+}
+
 }  // namespace mx::cuda::dev
 
 namespace mx::cuda::kern {

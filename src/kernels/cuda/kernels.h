@@ -20,6 +20,19 @@ struct GatherRowsParams {
 };
 cudaError_t run_bf16_gather_rows(const GatherRowsParams& p, cudaStream_t s);
 
+// mxfp4_rows_to_bf16.cu: out[i] = the BF16 values of MXFP4 row rows[i] (or first + i without rows)
+// of a (n_rows, width) matrix stored as (n_rows, width/32) 16-byte blocks and E8M0 scales; a row
+// outside [0, n_rows) gives zeros. width % 32 == 0, 16-byte aligned blocks and out.
+struct Mxfp4RowsParams {
+  const void* blocks;    // (n_rows, width/2) u8
+  const void* scales;    // (n_rows, width/32) u8
+  const int32_t* rows;   // (R), or null: rows first .. first + R - 1
+  int64_t first;
+  int64_t n_rows, width, R;
+  void* out;             // (R, width) bf16
+};
+cudaError_t run_mxfp4_rows_to_bf16(const Mxfp4RowsParams& p, cudaStream_t s);
+
 // bf16_bf16w_rmsnorm.cu
 struct RmsNormParams {
   const void* x;       // (T, D) bf16
@@ -63,9 +76,12 @@ struct GemvParams {
   float norm_eps = 1e-5f;
   bool rope_cache = false;
   RopeCacheParams rope{};
+  const void* w_scales = nullptr;  // MXFP4 w (bf16_mxfp4w_gemv): (N, Kin/32) u8 E8M0, w = (N, Kin/2) u8
 };
 size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm);  // dynamic shared memory of a launch
 cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s);
+// bf16_mxfp4w_gemv.cu: the same op with MXFP4 weights (Kin % 32 == 0).
+cudaError_t run_bf16_mxfp4w_gemv(const GemvParams& p, cudaStream_t s);
 
 // bf16_bf16w_gemm.cu: out (T, N) (+)= bias (N) broadcast, the pre-pass of the cuBLASLt path.
 cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool accumulate, int64_t T, int64_t N,
@@ -159,6 +175,7 @@ struct NormRouterTopkParams {
   float* weights;  // (T, K)
   int64_t T;
   int D, E, K;
+  const void* w_scales = nullptr;  // MXFP4 router: (E, D/32) u8, w = (E, D/2) u8 (D % 32 == 0)
 };
 cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaStream_t s);
 

@@ -1,7 +1,12 @@
 // Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, and linear, with or without an input
 // RMSNorm, as the GEMV kernel or cuBLASLt — dispatch.cpp chooses; qkv_projection as the GEMV with
-// its RoPE + cache epilogue): each checks its kernel's contract and returns a Status.
+// its RoPE + cache epilogue): each checks its kernel's contract and returns a Status. MXFP4 dense
+// weights (--mxfp4-layers) take bf16_mxfp4w_gemv, or cuBLASLt on BF16 chunks that
+// mxfp4_rows_to_bf16 decodes into the workspace.
 #include <cublasLt.h>
+
+#include <algorithm>
+#include <string>
 
 #include "kernels/cuda/launch_util.h"
 
@@ -9,7 +14,17 @@ namespace mx::cuda {
 namespace {
 
 constexpr size_t kCublasLtWorkspace = 32u << 20;
+// BF16 weight rows decoded per cuBLASLt call on the MXFP4 path: always this much workspace (not
+// the matrix's size), so that a graph-captured step never needs a larger one than the eager steps.
+constexpr size_t kDecodedChunkBytes = 64u << 20;
 
+// The GEMV kernel of a weight format.
+const char* gemv_name(const ops::LinearArgs& a) {
+  return ops::is_mxfp4(a.w_scales) ? "bf16_mxfp4w_gemv" : "bf16_bf16w_gemv";
+}
+cudaError_t run_gemv(const kern::GemvParams& p, cudaStream_t s) {
+  return p.w_scales ? kern::run_bf16_mxfp4w_gemv(p, s) : kern::run_bf16_bf16w_gemv(p, s);
+}
 Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Tensor& out) {
   MX_CHECK(table.dtype == DType::BF16 && out.dtype == DType::BF16, "bf16_gather_rows: needs bf16 rows");
   const kern::GatherRowsParams p{.table = table.data, .rows = rows.ptr<const int32_t>(), .out = out.data,
@@ -20,49 +35,54 @@ Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Te
 // The GEMV's parameters for a linear, after its contract is checked.
 Result<kern::GemvParams> gemv_params(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
-  MX_CHECK(T <= kern::kGemvMaxTokens, "bf16_bf16w_gemv: {} tokens > {}", T, kern::kGemvMaxTokens);
-  MX_CHECK(Kin % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data),
-           "bf16_bf16w_gemv: needs Kin % 8 == 0 and 16-byte aligned x, w (Kin={})", Kin);
+  const char* name = gemv_name(a);
+  const bool mxfp4 = ops::is_mxfp4(a.w_scales);
+  MX_CHECK(T <= kern::kGemvMaxTokens, "{}: {} tokens > {}", name, T, kern::kGemvMaxTokens);
+  MX_CHECK(Kin % (mxfp4 ? 32 : 8) == 0 && aligned16(a.x.data) && aligned16(a.w.data),
+           "{}: needs Kin % {} == 0 and 16-byte aligned x, w (Kin={})", name, mxfp4 ? 32 : 8, Kin);
   const bool norm = !a.norm.weight.empty();
   if (norm) {
     MX_CHECK(a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data),
-             "bf16_bf16w_gemv: the input norm weight must be bf16 and 16-byte aligned");
+             "{}: the input norm weight must be bf16 and 16-byte aligned", name);
     MX_CHECK(kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem,
-             "bf16_bf16w_gemv: {} tokens of {} features do not fit the input-norm staging ({} bytes)", T, Kin,
+             "{}: {} tokens of {} features do not fit the input-norm staging ({} bytes)", name, T, Kin,
              kern::kGemvMaxSmem);
-    MX_CHECK(a.out.data != a.x.data, "bf16_bf16w_gemv: out must not alias x with an input norm");
+    MX_CHECK(a.out.data != a.x.data, "{}: out must not alias x with an input norm", name);
   }
   const kern::GemvParams p{.x = a.x.data, .w = a.w.data, .bias = a.bias.data, .out = a.out.data,
                            .out_f32 = a.out.dtype == DType::F32,
                            .accumulate = a.accumulate == ops::Accumulate::IntoOut, .T = T, .N = a.w.dim(0),
-                           .Kin = Kin, .norm_weight = norm ? a.norm.weight.data : nullptr, .norm_eps = a.norm.eps};
+                           .Kin = Kin, .norm_weight = norm ? a.norm.weight.data : nullptr, .norm_eps = a.norm.eps,
+                           .w_scales = mxfp4 ? a.w_scales.data : nullptr};
   return p;
 }
 
-Status launch_bf16_bf16w_gemv(const ops::LinearArgs& a) {
+Status launch_gemv(const ops::LinearArgs& a) {
   MX_ASSIGN(const kern::GemvParams p, gemv_params(a));
-  return kernel_status("bf16_bf16w_gemv", kern::run_bf16_bf16w_gemv(p, stream()));
+  return kernel_status(gemv_name(a), run_gemv(p, stream()));
 }
 
 ops::LinearArgs linear_of(const ops::QkvProjectionArgs& a) {
-  return {.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm};
+  return {.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm, .w_scales = a.w_scales};
 }
 
 // qkv_projection as one GEMV: the qkv epilogue rotates q, k and writes k, v to the cache.
-Status launch_bf16_bf16w_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
-  MX_ASSIGN(kern::GemvParams p, gemv_params(linear_of(a)));
+Status launch_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
+  const ops::LinearArgs lin = linear_of(a);
+  MX_ASSIGN(kern::GemvParams p, gemv_params(lin));
+  const std::string name = fmt::format("{} (qkv epilogue)", gemv_name(lin));
   MX_CHECK(a.cache.k.dtype == DType::BF16 && a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 &&
                a.cache.v.dim(1) == a.cache.k.dim(1) && a.cache.v.dim(2) == a.cache.k.dim(2) &&
                a.cache.v.dim(3) == a.cache.k.dim(3) && a.batch.block_tables.dim(1) > 0,
-           "bf16_bf16w_gemv (qkv epilogue): bf16 k and v caches of one layout and a block table needed");
-  MX_CHECK(a.qkv.dtype == DType::BF16, "bf16_bf16w_gemv (qkv epilogue): qkv must be bf16");
+           "{}: bf16 k and v caches of one layout and a block table needed", name);
+  MX_CHECK(a.qkv.dtype == DType::BF16, "{}: qkv must be bf16", name);
   p.rope_cache = true;
   p.rope = {.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(), .concentration = a.rope.concentration,
             .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
             .block_tables = a.batch.block_tables.ptr<const int32_t>(), .k_cache = a.cache.k.data,
             .v_cache = a.cache.v.data, .T = a.qkv.dim(0), .max_blocks = a.batch.block_tables.dim(1),
             .block_size = a.cache.k.dim(1), .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
-  return kernel_status("bf16_bf16w_gemv (qkv epilogue)", kern::run_bf16_bf16w_gemv(p, stream()));
+  return kernel_status(name.c_str(), run_gemv(p, stream()));
 }
 
 #define MX_CUBLAS(call)                                                                        \
@@ -91,23 +111,54 @@ Result<cublasLtHandle_t> lt_handle() {
   return handle;
 }
 
-// out (T, N) = x (T, Kin) . W^T (+ out when beta = 1): column-major out^T = W . x^T, i.e.
-// D (N x T) = op_T(A: Kin x N, ld Kin) . B (Kin x T, ld Kin). With an input norm, the rmsnorm
-// kernel first writes rmsnorm(x) to the workspace, behind cuBLASLt's part of it.
-Status launch_bf16_bf16w_gemm(const ops::LinearArgs& a) {
+// out[:, 0..n) (T rows, row stride ldo) = x (T, Kin) . W^T (+ out when beta = 1), W (n, Kin) BF16:
+// column-major out^T = W . x^T, i.e. D (n x T, ld ldo) = op_T(A: Kin x n, ld Kin) . B (Kin x T, ld
+// Kin). ws: cuBLASLt's kCublasLtWorkspace bytes.
+Status lt_matmul(const void* w, int64_t n, const void* x, int64_t T, int64_t Kin, void* out, int64_t ldo,
+                 bool out_f32, float beta, void* ws) {
+  cublasLtHandle_t handle;
+  MX_ASSIGN(handle, lt_handle());
+  LtDescs d;
+  const float alpha = 1.0f;
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  const cudaDataType_t out_type = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  MX_CUBLAS(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  MX_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  MX_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_16BF, uint64_t(Kin), uint64_t(n), Kin));
+  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_16BF, uint64_t(Kin), uint64_t(T), Kin));
+  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.c, out_type, uint64_t(n), uint64_t(T), ldo));
+  MX_CUBLAS(cublasLtMatmulPreferenceCreate(&d.pref));
+  const uint64_t ws_bytes = kCublasLtWorkspace;
+  MX_CUBLAS(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                 sizeof(ws_bytes)));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  MX_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found));
+  MX_CHECK(found > 0, "cuBLASLt: no algorithm for a {}x{}x{} BF16 GEMM", T, n, Kin);
+  MX_CUBLAS(cublasLtMatmul(handle, d.op, &alpha, w, d.a, x, d.b, &beta, out, d.c, out, d.c, &heur.algo, ws,
+                           kCublasLtWorkspace, stream()));
+  return ok_status();
+}
+
+size_t round256(size_t b) { return (b + 255) / 256 * 256; }
+
+// out (T, N) = x' . W^T + bias (+ out): the bias pre-pass, with an input norm the rmsnorm kernel
+// writing x' to the workspace, then cuBLASLt — on the BF16 weights, or for MXFP4 weights on chunks
+// of rows decoded into the workspace (multiples of 128 rows, so every chunk's out columns start
+// 256-byte aligned).
+Status launch_linear_gemm(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1), N = a.w.dim(0);
-  const bool norm = !a.norm.weight.empty();
-  const size_t xn_bytes = norm ? size_t(T * Kin) * 2 : 0;
+  const bool norm = !a.norm.weight.empty(), mxfp4 = ops::is_mxfp4(a.w_scales);
+  const size_t xn_bytes = norm ? round256(size_t(T * Kin) * 2) : 0;
   const bool out_f32 = a.out.dtype == DType::F32, acc = a.accumulate == ops::Accumulate::IntoOut;
   const bool bias = !a.bias.empty();
   if (bias)  // out = bias or out += bias first, then the GEMM adds into it (beta = 1)
     MX_TRY(kernel_status("bias_broadcast",
                          kern::run_bias_broadcast(a.out.data, out_f32, a.bias.data, acc, T, N, stream())));
-  const float alpha = 1.0f, beta = (bias || acc) ? 1.0f : 0.0f;
-  cublasLtHandle_t handle;
-  MX_ASSIGN(handle, lt_handle());
+  const float beta = (bias || acc) ? 1.0f : 0.0f;
   void* ws;
-  MX_ASSIGN(ws, workspace(kCublasLtWorkspace + xn_bytes));
+  MX_ASSIGN(ws, workspace(kCublasLtWorkspace + xn_bytes + (mxfp4 ? kDecodedChunkBytes : 0)));
   const void* x = a.x.data;
   if (norm) {
     void* xn = static_cast<char*>(ws) + kCublasLtWorkspace;
@@ -117,31 +168,34 @@ Status launch_bf16_bf16w_gemm(const ops::LinearArgs& a) {
     MX_TRY(kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream())));
     x = xn;
   }
-  LtDescs d;
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  const cudaDataType_t out_type = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
-  MX_CUBLAS(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  MX_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  MX_CUBLAS(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_16BF, uint64_t(Kin), uint64_t(N), Kin));
-  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_16BF, uint64_t(Kin), uint64_t(T), Kin));
-  MX_CUBLAS(cublasLtMatrixLayoutCreate(&d.c, out_type, uint64_t(N), uint64_t(T), N));
-  MX_CUBLAS(cublasLtMatmulPreferenceCreate(&d.pref));
-  const uint64_t ws_bytes = kCublasLtWorkspace;
-  MX_CUBLAS(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                 sizeof(ws_bytes)));
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  MX_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found));
-  MX_CHECK(found > 0, "cuBLASLt: no algorithm for a {}x{}x{} BF16 GEMM", T, N, Kin);
-  MX_CUBLAS(cublasLtMatmul(handle, d.op, &alpha, a.w.data, d.a, x, d.b, &beta, a.out.data, d.c, a.out.data,
-                           d.c, &heur.algo, ws, kCublasLtWorkspace, stream()));
+  if (!mxfp4) return lt_matmul(a.w.data, N, x, T, Kin, a.out.data, N, out_f32, beta, ws);
+  MX_CHECK(Kin % 32 == 0 && aligned16(a.w.data), "mxfp4_rows_to_bf16: needs Kin % 32 == 0 and aligned blocks");
+  void* decoded = static_cast<char*>(ws) + kCublasLtWorkspace + xn_bytes;
+  const int64_t chunk = std::max<int64_t>(128, int64_t(kDecodedChunkBytes / size_t(2 * Kin)) / 128 * 128);
+  MX_CHECK(size_t(chunk * Kin * 2) <= kDecodedChunkBytes, "linear (MXFP4): {} input features are too many", Kin);
+  const size_t out_elem = out_f32 ? 4 : 2;
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t n = std::min(chunk, N - n0);
+    const kern::Mxfp4RowsParams p{.blocks = a.w.data, .scales = a.w_scales.data, .rows = nullptr, .first = n0,
+                                  .n_rows = N, .width = Kin, .R = n, .out = decoded};
+    MX_TRY(kernel_status("mxfp4_rows_to_bf16", kern::run_mxfp4_rows_to_bf16(p, stream())));
+    MX_TRY(lt_matmul(decoded, n, x, T, Kin, static_cast<char*>(a.out.data) + size_t(n0) * out_elem, N, out_f32,
+                     beta, ws));
+  }
   return ok_status();
 }
 
 }  // namespace
 
-Status embed(const ops::EmbedArgs& a) { return launch_bf16_gather_rows(a.table, a.ids, a.out); }
+Status embed(const ops::EmbedArgs& a) {
+  if (!ops::is_mxfp4(a.table_scales)) return launch_bf16_gather_rows(a.table, a.ids, a.out);
+  MX_CHECK(a.out.dtype == DType::BF16 && a.out.dim(1) % 32 == 0 && aligned16(a.table.data) && aligned16(a.out.data),
+           "mxfp4_rows_to_bf16 (embed): needs bf16 rows of a multiple of 32 values, 16-byte aligned");
+  const kern::Mxfp4RowsParams p{.blocks = a.table.data, .scales = a.table_scales.data,
+                                .rows = a.ids.ptr<const int32_t>(), .first = 0, .n_rows = a.table.dim(0),
+                                .width = a.out.dim(1), .R = a.ids.dim(0), .out = a.out.data};
+  return kernel_status("mxfp4_rows_to_bf16 (embed)", kern::run_mxfp4_rows_to_bf16(p, stream()));
+}
 
 Status gather_rows(const ops::GatherRowsArgs& a) {
   MX_CHECK(a.out.data != a.x.data || a.rows.dim(0) == 0, "gather_rows: out must not alias x on CUDA");
@@ -159,7 +213,8 @@ bool linear_gemv_supported(const ops::LinearArgs& a) {
   const bool norm_ok = a.norm.weight.empty() ||
                        (a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data) &&
                         kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem && a.out.data != a.x.data);
-  return T <= kern::kGemvMaxTokens && Kin % 8 == 0 && aligned16(a.x.data) && aligned16(a.w.data) && norm_ok;
+  const int64_t kin_multiple = ops::is_mxfp4(a.w_scales) ? 32 : 8;
+  return T <= kern::kGemvMaxTokens && Kin % kin_multiple == 0 && aligned16(a.x.data) && aligned16(a.w.data) && norm_ok;
 }
 
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
@@ -169,15 +224,15 @@ bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
 }
 
 Status qkv_projection_fused(const ops::QkvProjectionArgs& a) {
-  return a.x.dim(0) == 0 ? ok_status() : launch_bf16_bf16w_gemv_rope_cache(a);
+  return a.x.dim(0) == 0 ? ok_status() : launch_gemv_rope_cache(a);
 }
 
 Status linear_gemv(const ops::LinearArgs& a) {
-  return a.x.dim(0) == 0 ? ok_status() : launch_bf16_bf16w_gemv(a);
+  return a.x.dim(0) == 0 ? ok_status() : launch_gemv(a);
 }
 
 Status linear_gemm(const ops::LinearArgs& a) {
-  return a.x.dim(0) == 0 ? ok_status() : launch_bf16_bf16w_gemm(a);
+  return a.x.dim(0) == 0 ? ok_status() : launch_linear_gemm(a);
 }
 
 }  // namespace mx::cuda

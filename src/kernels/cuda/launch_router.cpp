@@ -18,6 +18,7 @@ std::string fused_contract_violation(const ops::MoeRouterArgs& a) {
   if (!aligned16(a.x.data) || !aligned16(a.norm_weight.data) || !aligned16(a.w.data) || !aligned16(a.xn.data))
     return "x, norm weight, w and xn must be 16-byte aligned";
   if (a.xn.data == a.x.data) return "xn must not alias x";
+  if (ops::is_mxfp4(a.w_scales) && D % 32 != 0) return fmt::format("MXFP4 router with D={} (needs D % 32 == 0)", D);
   return {};
 }
 
@@ -28,7 +29,8 @@ Status launch_bf16_bf16w_norm_router_topk(const ops::MoeRouterArgs& a) {
                                      .bias = a.bias.data, .xn = a.xn.data, .logits = a.logits.data,
                                      .logits_f32 = a.logits.dtype == DType::F32, .ids = a.ids.ptr<int32_t>(),
                                      .weights = a.weights.ptr<float>(), .T = a.x.dim(0), .D = int(a.x.dim(1)),
-                                     .E = int(a.w.dim(0)), .K = a.ids.empty() ? 1 : int(a.ids.dim(1))};
+                                     .E = int(a.w.dim(0)), .K = a.ids.empty() ? 1 : int(a.ids.dim(1)),
+                                     .w_scales = ops::is_mxfp4(a.w_scales) ? a.w_scales.data : nullptr};
   return kernel_status("bf16_bf16w_norm_router_topk", kern::run_bf16_bf16w_norm_router_topk(p, stream()));
 }
 

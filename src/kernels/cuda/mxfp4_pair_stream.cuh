@@ -17,15 +17,7 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// One MXFP4 word (8 E2M1 codes, element 0 in the low nibble) -> FP16 pairs (e0,e4) (e2,e6) from
-// `even`, (e1,e5) (e3,e7) from `odd` via prmt 0x2404 / 0x3414. Each code s.e1e0.m is first moved to
-// s000.e1e0m0 in a byte, the high byte of an FP16 whose value is E2M1 * 2^-14 (0.5 -> subnormal).
-struct Fp4Word {
-  uint32_t even, odd;
-  __device__ __forceinline__ explicit Fp4Word(uint32_t q)
-      : even(((q & 0x07070707u) << 1) | ((q & 0x08080808u) << 4)),
-        odd(((q >> 3) & 0x0e0e0e0eu) | (q & 0x80808080u)) {}
-};
+using dev::Fp4Word;
 
 // One step of a row pair: this lane's words of r0 and r1 (block 8s + g), their scale bytes and
 // the staged activations of the block; acc[0|1] += r0 dots in D columns 2t, 2t+1, acc[2|3] for r1.
