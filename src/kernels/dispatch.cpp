@@ -37,10 +37,10 @@ bool print_dispatch() {
 // kernel is not launched; above it, the rmsnorm kernel writes a normalised copy for cuBLASLt. The
 // same bound selects the fused qkv_projection (norm + GEMV + RoPE + cache write in one kernel).
 constexpr int64_t kLinearGemvMaxTokens = 2;
-// The same bound for MXFP4 weights (--mxfp4-layers): the bf16_mxfp4w_gemv kernel's limit. Above it
-// the weights are decoded to BF16 chunks for cuBLASLt, which writes and reads ~4x the MXFP4
-// bytes again: the GEMV keeps every T it can.
-constexpr int64_t kLinearMxfp4GemvMaxTokens = 4;
+// The same bound for MXFP4 weights (--mxfp4-layers): the limit of bf16_mxfp4w_gemv_mma (T >= 2;
+// bf16_mxfp4w_gemv at T = 1). Above it the weights are decoded to BF16 chunks for cuBLASLt, which
+// writes and reads ~4x the MXFP4 bytes again: the GEMVs keep every T they can.
+constexpr int64_t kLinearMxfp4GemvMaxTokens = 8;
 // Tokens up to which moe_router runs as one kernel (bf16_bf16w_norm_router_topk: every block
 // normalises all T tokens and reads its router row once) instead of rmsnorm -> linear ->
 // router_topk. The kernel's limit (8); measured on the H100 at 120b/20b sizes with the
@@ -626,8 +626,8 @@ std::vector<std::string> dispatch_summary(Device device) {
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> {}, else bf16_attention_decode (split "
                   "over the KV length); both with sinks and the window",
                   kAttentionPrefillMinTokensPerSeq, prefill_attention_kernel()),
-      fmt::format("MXFP4 dense weights (--mxfp4-layers): linear and qkv_projection T <= {} -> bf16_mxfp4w_gemv "
-                  "(same fusions), else mxfp4_rows_to_bf16 chunks + cuBLASLt; moe_router as for BF16 "
+      fmt::format("MXFP4 dense weights (--mxfp4-layers): linear and qkv_projection T = 1 -> bf16_mxfp4w_gemv, "
+                  "T <= {} -> bf16_mxfp4w_gemv_mma (tensor cores; same fusions), else mxfp4_rows_to_bf16 chunks + cuBLASLt; moe_router as for BF16 "
                   "(bf16_bf16w_norm_router_topk decodes MXFP4 rows); embed -> mxfp4_rows_to_bf16",
                   kLinearMxfp4GemvMaxTokens),
       "rmsnorm (final norm), sample, logprobs_topk, logits_process, logprobs_chosen: one kernel each",

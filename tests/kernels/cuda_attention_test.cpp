@@ -255,9 +255,11 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
       {odd, 72, {17, 3}, {0, 1}, true},          // odd heads: fused
       {odd, 72, {1, 2, 3, 4, 5}, {0, 0, 1, 1, 1}, true},  // odd heads, unfused
       {{}, 2880, {4097}, {0}, true, true},                  // MXFP4 qkv: fused bf16_mxfp4w_gemv
-      {{}, 2880, {5, 6, 7, 9}, {0, 0, 0, 1}, true, true},   // MXFP4 fused at T = 4
-      {{}, 2880, {5, 6, 7, 9, 12}, {0, 0, 0, 1, 1}, false, true},  // MXFP4 decoded + cuBLASLt -> qkv_rope_cache
-      {odd, 96, {17, 3}, {0, 1}, true, true},               // MXFP4, odd heads, fused
+      {{}, 2880, {5, 6, 7, 9}, {0, 0, 0, 1}, true, true},   // MXFP4 fused bf16_mxfp4w_gemv_mma
+      {{}, 2880, {5, 6, 7, 9, 12}, {0, 0, 0, 1, 1}, false, true},  // MXFP4 fused, no norm
+      {{}, 2880, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {0, 0, 0, 0, 1, 1, 1, 1, 1}, true, true},  // decoded + cuBLASLt
+      {odd, 96, {17}, {0}, true, true},                     // MXFP4, odd heads, fused at T = 1
+      {odd, 96, {17, 3}, {0, 1}, true, true},               // MXFP4, Dh % 16 != 0: GEMV, then qkv_rope_cache
   };
   uint64_t seed = 700;
   for (const ProjCase& c : cases) {

@@ -93,8 +93,8 @@ TEST(CudaDense, LinearMatchesReferenceAtGptOssAndOddSizes) {
   }
 }
 
-// MXFP4 dense weights (--mxfp4-layers): bf16_mxfp4w_gemv for T <= 4, decoded chunks + cuBLASLt
-// above, against the CPU reference decoding the same blocks. The same bf16 output rounding as the
+// MXFP4 dense weights (--mxfp4-layers): bf16_mxfp4w_gemv at T = 1, bf16_mxfp4w_gemv_mma for T <= 8,
+// decoded chunks + cuBLASLt above, against the CPU reference decoding the same blocks. The same bf16 output rounding as the
 // BF16 paths: kLinearNmse holds.
 std::pair<std::vector<float>, std::vector<float>> run_mxfp4_linear(const LinearCase& c, bool norm, uint64_t seed) {
   Mirror x = act(random_floats(size_t(c.T * c.Kin), seed, -2.0f, 2.0f), {c.T, c.Kin});
@@ -125,16 +125,19 @@ TEST(CudaDense, Mxfp4LinearMatchesReference) {
     bool norm;
   };
   const Case cases[] = {
-      {{1, 5120, 2880, true, false, A::No}, true},       // qkv with the attention norm, GEMV
-      {{2, 5120, 2880, true, false, A::No}, false},      // GEMV
-      {{3, 5120, 2880, true, false, A::No}, true},       // GEMV
-      {{4, 5120, 2880, true, false, A::No}, true},       // GEMV at its limit
+      {{1, 5120, 2880, true, false, A::No}, true},       // qkv with the attention norm, FP32 GEMV
+      {{2, 5120, 2880, true, false, A::No}, false},      // tensor-core GEMV from here
+      {{3, 5120, 2880, true, false, A::No}, true},
+      {{4, 5120, 2880, true, false, A::No}, true},
+      {{8, 5120, 2880, true, false, A::No}, true},       // the tensor-core GEMV's limit
       {{1, 2880, 4096, true, false, A::IntoOut}, false}, // o_proj + residual
       {{4, 2880, 4096, true, false, A::IntoOut}, false},
+      {{7, 2880, 4096, true, false, A::IntoOut}, false},
       {{2, 128, 2880, true, false, A::No}, false},       // router
-      {{3, 37, 96, false, true, A::IntoOut}, false},     // odd rows, f32 out
+      {{3, 37, 96, false, true, A::IntoOut}, false},     // odd rows (a partial tile), f32 out
       {{1, 33, 32, true, true, A::No}, true},            // one block per row
-      {{5, 5120, 2880, true, false, A::No}, true},       // decoded chunk + cuBLASLt (rmsnorm kernel first)
+      {{5, 33, 32, true, true, A::No}, true},            // one block per row, one quad, 3 idle warps
+      {{9, 5120, 2880, true, false, A::No}, true},       // decoded chunk + cuBLASLt (rmsnorm kernel first)
       {{64, 2880, 4096, true, false, A::IntoOut}, false},// prefill, accumulate
       {{9, 37, 96, false, true, A::No}, false},          // cuBLASLt odd, f32 out
   };
@@ -149,11 +152,12 @@ TEST(CudaDense, Mxfp4LinearMatchesReference) {
   EXPECT_GT(nmse(corrupted(gpu), cpu), kLinearNmse);
 }
 
-// lm_head in MXFP4: the GEMV at T = 1 and, at T = 6, cuBLASLt over 18 decoded chunks of 11,648 rows
-// (the last one partial) writing column slices of the f32 logits.
+// lm_head in MXFP4: the GEMVs at T = 1 and 6 (persistent blocks, many tiles each) and, at T = 12,
+// cuBLASLt over 18 decoded chunks of 11,648 rows (the last one partial) writing column slices of
+// the f32 logits.
 TEST(CudaDense, Mxfp4LmHeadF32Logits) {
   MX_REQUIRE_CUDA();
-  for (const int64_t T : {1, 6}) {
+  for (const int64_t T : {1, 6, 12}) {
     const auto [gpu, cpu] = run_mxfp4_linear({T, 201088, 2880, false, true, ops::Accumulate::No}, false, 7 + T);
     EXPECT_LT(nmse(gpu, cpu), 1e-7) << "T=" << T;  // f32 out: only the FP32 accumulation order differs
   }
@@ -294,7 +298,7 @@ TEST(CudaDense, DISABLED_Mxfp4GemvSweep) {
       q.push_back(mxfp4_weights(v, sh.N, sh.Kin));
     }
     Mirror nw = bf16_weights(random_floats(size_t(sh.Kin), 2100, 0.5f, 2.0f), {sh.Kin});
-    for (const int64_t T : {1, 2, 4}) {
+    for (const int64_t T : {1, 2, 4, 8}) {
       Mirror x = act(random_floats(size_t(T * sh.Kin), 2200, -2.0f, 2.0f), {T, sh.Kin});
       Mirror out = raw(std::vector<float>(size_t(T * sh.N)), DType::F32, {T, sh.N});
       const Tensor norm = sh.norm ? nw.gpu : Tensor();

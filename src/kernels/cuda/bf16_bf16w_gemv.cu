@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
     for (int64_t c = threadIdx.x; c < kv; c += kThreads) nws[c] = __ldg(norm_w + c);
     dev::pdl_wait();
     dev::pdl_launch_dependents();
-    stage_rmsnorm<T>(x, nws, smem, kv, eps);
+    stage_rmsnorm<T>(x, nws, smem, kv, eps, kv);
     if (!active) return;
     xsrc = smem;
   } else {

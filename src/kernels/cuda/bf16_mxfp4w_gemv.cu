@@ -8,7 +8,9 @@
 // Each 32-bit word of a block (8 codes) is decoded in registers to FP16 E2M1 * 2^-14 (the MoE
 // GEMVs' byte placement, cuda_common.cuh mxfp4_word_to_f32), widened to FP32 and multiplied with the
 // 8 matching inputs of every token; a block's partial sums are scaled by its 2^(s-127) once.
-// FP32 accumulation, one rounding at the store, as the BF16 GEMV.
+// FP32 accumulation, one rounding at the store, as the BF16 GEMV. ~3.7 instructions per weight at
+// T = 1 (+1.6 per further token): decode batches of 2 and more tokens take the tensor-core twin,
+// bf16_mxfp4w_gemv_mma.cu (the choice is launch_dense.cpp's).
 #include "kernels/cuda/gemv_common.cuh"
 
 namespace mx::cuda::kern {
@@ -55,7 +57,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t c = threadIdx.x; c < kv; c += kThreads) nws[c] = __ldg(norm_w + c);
     dev::pdl_wait();
     dev::pdl_launch_dependents();
-    stage_rmsnorm<T>(x, nws, smem, kv, eps);
+    stage_rmsnorm<T>(x, nws, smem, kv, eps, kv);
     if (!active) return;
     xsrc = smem;
   } else {

@@ -13,14 +13,16 @@ constexpr int kRows = 2;    // output rows per warp
 
 enum class InNorm { No, RmsNorm };
 
-// xs (T, kv) <- bf16((x * rsqrt(mean(x^2) + eps)) * norm weight), the values of bf16_bf16w_rmsnorm
-// up to FP32 summation order; nws (kv) holds the norm weight. All threads of the block call it.
+// xs (T rows of `stride` words, kv used) <- bf16((x * rsqrt(mean(x^2) + eps)) * norm weight), the
+// values of bf16_bf16w_rmsnorm up to FP32 summation order; nws (kv) holds the norm weight. All
+// threads of the block call it.
 template <int T>
-__device__ void stage_rmsnorm(const uint4* __restrict__ x, const uint4* nws, uint4* xs, int64_t kv, float eps) {
+__device__ void stage_rmsnorm(const uint4* __restrict__ x, const uint4* nws, uint4* xs, int64_t kv, float eps,
+                              int64_t stride) {
   __shared__ float partial[kWarps][T];
   float ss[T] = {};
   auto add = [&](int t, int64_t c, const uint4& v) {
-    xs[t * kv + c] = v;
+    xs[t * stride + c] = v;
     float f[8];
     dev::unpack_bf16x8(v, f);
 #pragma unroll
@@ -66,10 +68,10 @@ __device__ void stage_rmsnorm(const uint4* __restrict__ x, const uint4* nws, uin
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       float f[8];
-      dev::unpack_bf16x8(xs[t * kv + c], f);
+      dev::unpack_bf16x8(xs[t * stride + c], f);
 #pragma unroll
       for (int i = 0; i < 8; ++i) f[i] = (f[i] * r[t]) * wf[i];
-      xs[t * kv + c] = dev::pack_bf16x8(f);
+      xs[t * stride + c] = dev::pack_bf16x8(f);
     }
   }
   __syncthreads();

@@ -80,8 +80,14 @@ struct GemvParams {
 };
 size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm);  // dynamic shared memory of a launch
 cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s);
-// bf16_mxfp4w_gemv.cu: the same op with MXFP4 weights (Kin % 32 == 0).
+// bf16_mxfp4w_gemv.cu: the same op with MXFP4 weights (Kin % 32 == 0), FP32 FMAs, T <= kGemvMaxTokens.
 cudaError_t run_bf16_mxfp4w_gemv(const GemvParams& p, cudaStream_t s);
+// bf16_mxfp4w_gemv_mma.cu: the same on the tensor cores, T <= kMxfp4MmaMaxTokens (with rope_cache
+// Dh % 16 == 0); its shared memory (x' staging, weight ring) may exceed 48 KB (opt-in).
+inline constexpr int kMxfp4MmaMaxTokens = 8;
+inline constexpr size_t kMxfp4GemvMaxSmem = 96 * 1024;
+size_t mxfp4_gemv_mma_smem_bytes(int64_t T, int64_t Kin, bool norm);
+cudaError_t run_bf16_mxfp4w_gemv_mma(const GemvParams& p, cudaStream_t s);
 
 // bf16_bf16w_gemm.cu: out (T, N) (+)= bias (N) broadcast, the pre-pass of the cuBLASLt path.
 cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool accumulate, int64_t T, int64_t N,

@@ -18,12 +18,31 @@ constexpr size_t kCublasLtWorkspace = 32u << 20;
 // the matrix's size), so that a graph-captured step never needs a larger one than the eager steps.
 constexpr size_t kDecodedChunkBytes = 64u << 20;
 
-// The GEMV kernel of a weight format.
+// Whether the GEMV's shared memory (x' staging with an input norm; the MXFP4 kernel always stages)
+// fits its limit.
+// MXFP4 weights: the FP32-FMA kernel for one token (one round trip per row, no FP16 staging),
+// the tensor-core one for 2..kMxfp4MmaMaxTokens (H100, CudaDense.DISABLED_Mxfp4GemvSweep: lm_head
+// 171 µs vs 178 at T = 1, 255 vs 181 at T = 2, 474 vs 217 at T = 4; PERFORMANCE.md run 22).
+bool mxfp4_mma(const ops::LinearArgs& a) { return ops::is_mxfp4(a.w_scales) && a.x.dim(0) > 1; }
+
+bool smem_fits(const ops::LinearArgs& a) {
+  const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
+  const bool norm = !a.norm.weight.empty();
+  if (mxfp4_mma(a)) return kern::mxfp4_gemv_mma_smem_bytes(T, Kin, norm) <= kern::kMxfp4GemvMaxSmem;
+  return !norm || kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem;
+}
+
+int64_t gemv_max_tokens(const ops::LinearArgs& a) {
+  return ops::is_mxfp4(a.w_scales) ? kern::kMxfp4MmaMaxTokens : kern::kGemvMaxTokens;
+}
+
+// The GEMV kernel of a weight format and token count.
 const char* gemv_name(const ops::LinearArgs& a) {
-  return ops::is_mxfp4(a.w_scales) ? "bf16_mxfp4w_gemv" : "bf16_bf16w_gemv";
+  return !ops::is_mxfp4(a.w_scales) ? "bf16_bf16w_gemv" : mxfp4_mma(a) ? "bf16_mxfp4w_gemv_mma" : "bf16_mxfp4w_gemv";
 }
 cudaError_t run_gemv(const kern::GemvParams& p, cudaStream_t s) {
-  return p.w_scales ? kern::run_bf16_mxfp4w_gemv(p, s) : kern::run_bf16_bf16w_gemv(p, s);
+  if (!p.w_scales) return kern::run_bf16_bf16w_gemv(p, s);
+  return p.T > 1 ? kern::run_bf16_mxfp4w_gemv_mma(p, s) : kern::run_bf16_mxfp4w_gemv(p, s);
 }
 Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Tensor& out) {
   MX_CHECK(table.dtype == DType::BF16 && out.dtype == DType::BF16, "bf16_gather_rows: needs bf16 rows");
@@ -37,16 +56,14 @@ Result<kern::GemvParams> gemv_params(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
   const char* name = gemv_name(a);
   const bool mxfp4 = ops::is_mxfp4(a.w_scales);
-  MX_CHECK(T <= kern::kGemvMaxTokens, "{}: {} tokens > {}", name, T, kern::kGemvMaxTokens);
+  MX_CHECK(T <= gemv_max_tokens(a), "{}: {} tokens > {}", name, T, gemv_max_tokens(a));
   MX_CHECK(Kin % (mxfp4 ? 32 : 8) == 0 && aligned16(a.x.data) && aligned16(a.w.data),
            "{}: needs Kin % {} == 0 and 16-byte aligned x, w (Kin={})", name, mxfp4 ? 32 : 8, Kin);
   const bool norm = !a.norm.weight.empty();
+  MX_CHECK(smem_fits(a), "{}: {} tokens of {} features do not fit the shared-memory staging", name, T, Kin);
   if (norm) {
     MX_CHECK(a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data),
              "{}: the input norm weight must be bf16 and 16-byte aligned", name);
-    MX_CHECK(kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem,
-             "{}: {} tokens of {} features do not fit the input-norm staging ({} bytes)", name, T, Kin,
-             kern::kGemvMaxSmem);
     MX_CHECK(a.out.data != a.x.data, "{}: out must not alias x with an input norm", name);
   }
   const kern::GemvParams p{.x = a.x.data, .w = a.w.data, .bias = a.bias.data, .out = a.out.data,
@@ -210,16 +227,17 @@ Status rmsnorm(const ops::RmsNormArgs& a) {
 
 bool linear_gemv_supported(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
-  const bool norm_ok = a.norm.weight.empty() ||
-                       (a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data) &&
-                        kern::gemv_smem_bytes(T, Kin, true) <= kern::kGemvMaxSmem && a.out.data != a.x.data);
+  const bool norm_ok = a.norm.weight.empty() || (a.norm.weight.dtype == DType::BF16 &&
+                                                 aligned16(a.norm.weight.data) && a.out.data != a.x.data);
   const int64_t kin_multiple = ops::is_mxfp4(a.w_scales) ? 32 : 8;
-  return T <= kern::kGemvMaxTokens && Kin % kin_multiple == 0 && aligned16(a.x.data) && aligned16(a.w.data) && norm_ok;
+  return T <= gemv_max_tokens(a) && Kin % kin_multiple == 0 && aligned16(a.x.data) && aligned16(a.w.data) &&
+         norm_ok && smem_fits(a);
 }
 
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
   const ops::LinearArgs lin = linear_of(a);
-  return linear_gemv_supported(lin) && a.qkv.dtype == DType::BF16 && a.cache.k.dtype == DType::BF16 &&
+  const bool heads_ok = !mxfp4_mma(lin) || a.head_dim % 16 == 0;  // bf16_mxfp4w_gemv_mma's rotation tiles
+  return linear_gemv_supported(lin) && heads_ok && a.qkv.dtype == DType::BF16 && a.cache.k.dtype == DType::BF16 &&
          a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 && a.batch.block_tables.dim(1) > 0;
 }
 
