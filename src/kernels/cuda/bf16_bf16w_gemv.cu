@@ -49,19 +49,8 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
       }
   };
   if (active) load_w(lane);
-  const uint4* xsrc = x;
-  if constexpr (kNorm == InNorm::RmsNorm) {
-    uint4* nws = smem + T * kv;
-    for (int64_t c = threadIdx.x; c < kv; c += kThreads) nws[c] = __ldg(norm_w + c);
-    dev::pdl_wait();
-    dev::pdl_launch_dependents();
-    stage_rmsnorm<T>(x, nws, smem, kv, eps, kv);
-    if (!active) return;
-    xsrc = smem;
-  } else {
-    dev::pdl_wait();
-    dev::pdl_launch_dependents();
-  }
+  const uint4* xsrc = input_after_wait<T, kNorm>(x, norm_w, smem, kv, eps);
+  if (!active) return;
   float acc[T][kRows] = {};
   for (int64_t c0 = lane; c0 < kv; c0 += 32 * kUnroll) {
     const bool more = c0 + 32 * kUnroll < kv;
@@ -127,15 +116,6 @@ cudaError_t launch(const GemvParams& p, cudaStream_t s) {
                     p.out, p.out_f32, p.accumulate, p.N, p.Kin / 8, p.rope);
 }
 
-template <int T>
-cudaError_t launch_t(const GemvParams& p, cudaStream_t s) {
-  if (p.rope_cache)
-    return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::RopeCache>(p, s)
-                         : launch<T, InNorm::No, Epilogue::RopeCache>(p, s);
-  return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::Store>(p, s)
-                       : launch<T, InNorm::No, Epilogue::Store>(p, s);
-}
-
 }  // namespace
 
 size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm) { return norm ? size_t(T + 1) * size_t(Kin) * 2 : 0; }
@@ -144,18 +124,9 @@ size_t gemv_smem_bytes(int64_t T, int64_t Kin, bool norm) { return norm ? size_t
 // with rope_cache a bf16 out (the qkv row), no accumulate, N = (H + 2 Hkv) Dh, Dh even (checked by
 // the launcher).
 cudaError_t run_bf16_bf16w_gemv(const GemvParams& p, cudaStream_t s) {
-  if (p.rope_cache && (p.out_f32 || p.accumulate || p.rope.Dh % 2 != 0 ||
-                       p.N != int64_t(p.rope.H + 2 * p.rope.Hkv) * p.rope.Dh))
-    return cudaErrorInvalidValue;
-  static_assert(kGemvMaxTokens == 4, "one instantiation per token count below");
-  switch (p.T) {
-    case 0: return cudaSuccess;
-    case 1: return launch_t<1>(p, s);
-    case 2: return launch_t<2>(p, s);
-    case 3: return launch_t<3>(p, s);
-    case 4: return launch_t<4>(p, s);
-    default: return cudaErrorInvalidValue;
-  }
+  if (bad_rope_cache(p, 2)) return cudaErrorInvalidValue;
+  return launch_instance<kGemvMaxTokens>(
+      p, [&]<int T, InNorm kNorm, Epilogue kEpi>() { return launch<T, kNorm, kEpi>(p, s); });
 }
 
 }  // namespace mx::cuda::kern

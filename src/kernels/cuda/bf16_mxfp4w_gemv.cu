@@ -51,19 +51,8 @@ __global__ void __launch_bounds__(kThreads)
       }
   };
   if (active) load_w(lane);
-  const uint4* xsrc = x;
-  if constexpr (kNorm == InNorm::RmsNorm) {
-    uint4* nws = smem + T * kv;
-    for (int64_t c = threadIdx.x; c < kv; c += kThreads) nws[c] = __ldg(norm_w + c);
-    dev::pdl_wait();
-    dev::pdl_launch_dependents();
-    stage_rmsnorm<T>(x, nws, smem, kv, eps, kv);
-    if (!active) return;
-    xsrc = smem;
-  } else {
-    dev::pdl_wait();
-    dev::pdl_launch_dependents();
-  }
+  const uint4* xsrc = input_after_wait<T, kNorm>(x, norm_w, smem, kv, eps);
+  if (!active) return;
   float acc[T][kRows] = {};
   for (int64_t g0 = lane; g0 < G; g0 += 32 * kUnroll) {
 #pragma unroll
@@ -119,33 +108,14 @@ cudaError_t launch(const GemvParams& p, cudaStream_t s) {
                     p.Kin / 32, p.rope);
 }
 
-template <int T>
-cudaError_t launch_t(const GemvParams& p, cudaStream_t s) {
-  if (p.rope_cache)
-    return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::RopeCache>(p, s)
-                         : launch<T, InNorm::No, Epilogue::RopeCache>(p, s);
-  return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::Store>(p, s)
-                       : launch<T, InNorm::No, Epilogue::Store>(p, s);
-}
-
 }  // namespace
 
 // Requires Kin % 32 == 0, 16-byte aligned x, w (and norm weight), w_scales set, gemv_smem_bytes <=
 // kGemvMaxSmem; the qkv epilogue as run_bf16_bf16w_gemv (checked by the launcher).
 cudaError_t run_bf16_mxfp4w_gemv(const GemvParams& p, cudaStream_t s) {
-  if (!p.w_scales || p.Kin % 32 != 0) return cudaErrorInvalidValue;
-  if (p.rope_cache && (p.out_f32 || p.accumulate || p.rope.Dh % 2 != 0 ||
-                       p.N != int64_t(p.rope.H + 2 * p.rope.Hkv) * p.rope.Dh))
-    return cudaErrorInvalidValue;
-  static_assert(kGemvMaxTokens == 4, "one instantiation per token count below");
-  switch (p.T) {
-    case 0: return cudaSuccess;
-    case 1: return launch_t<1>(p, s);
-    case 2: return launch_t<2>(p, s);
-    case 3: return launch_t<3>(p, s);
-    case 4: return launch_t<4>(p, s);
-    default: return cudaErrorInvalidValue;
-  }
+  if (!p.w_scales || p.Kin % 32 != 0 || bad_rope_cache(p, 2)) return cudaErrorInvalidValue;
+  return launch_instance<kGemvMaxTokens>(
+      p, [&]<int T, InNorm kNorm, Epilogue kEpi>() { return launch<T, kNorm, kEpi>(p, s); });
 }
 
 }  // namespace mx::cuda::kern

@@ -283,15 +283,6 @@ cudaError_t launch(const GemvParams& p, cudaStream_t s) {
                     p.out, p.out_f32, p.accumulate, p.N, p.Kin, p.rope);
 }
 
-template <int T>
-cudaError_t launch_t(const GemvParams& p, cudaStream_t s) {
-  if (p.rope_cache)
-    return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::RopeCache>(p, s)
-                         : launch<T, InNorm::No, Epilogue::RopeCache>(p, s);
-  return p.norm_weight ? launch<T, InNorm::RmsNorm, Epilogue::Store>(p, s)
-                       : launch<T, InNorm::No, Epilogue::Store>(p, s);
-}
-
 }  // namespace
 
 size_t mxfp4_gemv_mma_smem_bytes(int64_t T, int64_t Kin, bool norm) {
@@ -302,23 +293,9 @@ size_t mxfp4_gemv_mma_smem_bytes(int64_t T, int64_t Kin, bool norm) {
 // mxfp4_gemv_mma_smem_bytes <= kMxfp4GemvMaxSmem; with rope_cache Dh % 16 == 0 besides the BF16
 // GEMV's conditions (checked by the launcher).
 cudaError_t run_bf16_mxfp4w_gemv_mma(const GemvParams& p, cudaStream_t s) {
-  if (!p.w_scales || p.Kin % 32 != 0) return cudaErrorInvalidValue;
-  if (p.rope_cache && (p.out_f32 || p.accumulate || p.rope.Dh % 16 != 0 ||
-                       p.N != int64_t(p.rope.H + 2 * p.rope.Hkv) * p.rope.Dh))
-    return cudaErrorInvalidValue;
-  static_assert(kMxfp4MmaMaxTokens == 8, "one instantiation per token count below");
-  switch (p.T) {
-    case 0: return cudaSuccess;
-    case 1: return launch_t<1>(p, s);
-    case 2: return launch_t<2>(p, s);
-    case 3: return launch_t<3>(p, s);
-    case 4: return launch_t<4>(p, s);
-    case 5: return launch_t<5>(p, s);
-    case 6: return launch_t<6>(p, s);
-    case 7: return launch_t<7>(p, s);
-    case 8: return launch_t<8>(p, s);
-    default: return cudaErrorInvalidValue;
-  }
+  if (!p.w_scales || p.Kin % 32 != 0 || bad_rope_cache(p, 16)) return cudaErrorInvalidValue;
+  return launch_instance<kMxfp4MmaMaxTokens>(
+      p, [&]<int T, InNorm kNorm, Epilogue kEpi>() { return launch<T, kNorm, kEpi>(p, s); });
 }
 
 }  // namespace mx::cuda::kern

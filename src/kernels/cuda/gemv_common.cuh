@@ -3,6 +3,8 @@
 // and the qkv epilogue (RoPE of the q and k rows, k and v written to the paged cache).
 #pragma once
 
+#include <utility>
+
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace mx::cuda::kern::gemv {
@@ -75,6 +77,26 @@ __device__ void stage_rmsnorm(const uint4* __restrict__ x, const uint4* nws, uin
     }
   }
   __syncthreads();
+}
+
+// Waits for the previous kernel (PDL; the weights' first loads are issued before) and returns where
+// x' is read: with the input norm the normalised copy staged in smem (T x kv words, the norm weight
+// staged after it, loaded before the wait), else x itself. Every thread of the block calls it.
+template <int T, InNorm kNorm>
+__device__ __forceinline__ const uint4* input_after_wait(const uint4* x, const uint4* __restrict__ norm_w, uint4* smem,
+                                                         int64_t kv, float eps) {
+  if constexpr (kNorm == InNorm::RmsNorm) {
+    uint4* nws = smem + T * kv;
+    for (int64_t c = threadIdx.x; c < kv; c += kThreads) nws[c] = __ldg(norm_w + c);
+    dev::pdl_wait();
+    dev::pdl_launch_dependents();
+    stage_rmsnorm<T>(x, nws, smem, kv, eps, kv);
+    return smem;
+  } else {
+    dev::pdl_wait();
+    dev::pdl_launch_dependents();
+    return x;
+  }
 }
 
 // Epilogue: store (out = / += y), or the qkv epilogue of qkv_rope_cache: q and k rows paired
@@ -155,6 +177,34 @@ __device__ __forceinline__ void store_token(const RopeCacheParams& rope, int t, 
       }
     }
   }
+}
+
+// ---- host side: one kernel instance per (token count, input norm, epilogue) ----------------------
+// Whether the params ask for a shape the qkv epilogue cannot serve: a bf16 qkv row of (H + 2 Hkv)
+// heads of Dh, Dh a multiple of `dh_multiple` (the kernel's rotation pairing), no accumulate.
+inline bool bad_rope_cache(const GemvParams& p, int dh_multiple) {
+  return p.rope_cache && (p.out_f32 || p.accumulate || p.rope.Dh % dh_multiple != 0 ||
+                          p.N != int64_t(p.rope.H + 2 * p.rope.Hkv) * p.rope.Dh);
+}
+
+// Calls launch.template operator()<T, norm, epilogue>() for T = p.T in 1..kMaxT and the params'
+// input norm and epilogue; nothing for T = 0, cudaErrorInvalidValue above kMaxT.
+template <int kMaxT, typename Launch>
+cudaError_t launch_instance(const GemvParams& p, Launch&& launch) {
+  if (p.T == 0) return cudaSuccess;
+  cudaError_t err = cudaErrorInvalidValue;
+  auto for_t = [&]<int T>() {
+    if (p.rope_cache)
+      err = p.norm_weight ? launch.template operator()<T, InNorm::RmsNorm, Epilogue::RopeCache>()
+                          : launch.template operator()<T, InNorm::No, Epilogue::RopeCache>();
+    else
+      err = p.norm_weight ? launch.template operator()<T, InNorm::RmsNorm, Epilogue::Store>()
+                          : launch.template operator()<T, InNorm::No, Epilogue::Store>();
+  };
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((p.T == I + 1 ? (for_t.template operator()<I + 1>(), 0) : 0), ...);
+  }(std::make_integer_sequence<int, kMaxT>{});
+  return err;
 }
 
 }  // namespace mx::cuda::kern::gemv
