@@ -113,7 +113,8 @@ void add_limit_options(CLI::App* cmd, ServeFlags& f) {
 }
 
 // The settings in force, for the dashboard's side panel (GET /server_info); never the API key.
-nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& ea, Device device, int bound_port) {
+nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& ea, Device device, int bound_port,
+                                        const std::string& mxfp4_applied) {
   const server::HttpLimits& h = f.http;
   return {{"backend", device == Device::CPU ? "cpu" : "cuda"},
           {"host", f.host},
@@ -130,7 +131,7 @@ nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& e
           {"async_scheduling", !f.no_async_scheduling},
           {"decode_steps", device == Device::CUDA && !f.enforce_eager ? "cuda graphs" : "eager"},
           {"moe_activation", f.moe_activation},
-          {"mxfp4_layers", f.mxfp4_layers},
+          {"mxfp4_layers", mxfp4_applied},
           {"max_waiting_requests", f.max_waiting_requests},
           {"max_connections", h.max_connections},
           {"max_connections_per_client", h.max_connections_per_client},
@@ -202,8 +203,10 @@ Status serve(ServeFlags f) {
     ea.max_model_len = int(kv_tokens);
     log_warn("the KV cache holds {} tokens: max_model_len lowered to {}", kv_tokens, ea.max_model_len);
   }
-  log_info("dtype: dense weights bf16, experts {}, activations {}", c.mxfp4_experts ? "mxfp4" : "bf16",
-           device == Device::CPU ? "f32 (CPU reference)" : "bf16");
+  log_info("dtype: dense weights {}, experts {}, activations {}",
+           model->mxfp4_layers.any() ? "mxfp4 where --mxfp4-layers " + model->mxfp4_layers.describe() + ", else bf16"
+                                     : std::string("bf16"),
+           c.mxfp4_experts ? "mxfp4" : "bf16", device == Device::CPU ? "f32 (CPU reference)" : "bf16");
   log_info("KV cache: {} tokens ({:.2f} GiB) + a {:.2f} GiB window pool; maximum concurrency for {} tokens per "
            "request: {:.2f}x",
            kv_tokens, double(layout.bytes_per_block) * ea.num_kv_blocks / double(1u << 30),
@@ -218,7 +221,7 @@ Status serve(ServeFlags f) {
                : "eager");
   MX_ASSIGN(auto engine, Engine::create(*model, ea));
   log_info("KV layout: {}", engine->kv_summary());
-  srv.set_ready(std::move(engine), tok, startup_settings(f, ea, device, srv.port()));
+  srv.set_ready(std::move(engine), tok, startup_settings(f, ea, device, srv.port(), model->mxfp4_layers.describe()));
   const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
   log_info("Starting API server on http://{}:{}", shown_host, srv.port());
   log_info("Routes: GET /health, GET /v1/models, GET /v1/models/{{id}}, POST /v1/chat/completions, POST /v1/completions, "

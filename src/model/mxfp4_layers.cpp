@@ -2,6 +2,7 @@
 #include "model/mxfp4_layers.h"
 
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -33,6 +34,9 @@ Result<Mxfp4Layers> parse_mxfp4_layers(std::string_view list) {
     else if (name == "router") m.router = true;
     else if (name == "lm_head") m.lm_head = true;
     else if (name == "embed") m.embed = true;
+    else if (name.empty())
+      return MX_ERROR("--mxfp4-layers: an empty name in '{}' (use a comma-separated list of moe, qkv, o, router, "
+                      "lm_head, embed, or all)", list);
     else if (name != "moe")
       return MX_ERROR("--mxfp4-layers: unknown layer '{}' (use a comma-separated list of moe, qkv, o, router, "
                       "lm_head, embed, or all)", name);
@@ -61,16 +65,20 @@ class Quantizer {
       src = reinterpret_cast<const uint16_t*>(staged.data());
     }
     std::vector<uint8_t> blocks(size_t(N * K / 2)), sc(size_t(N * G));
-    std::atomic<int64_t> bad_row{-1};
+    std::atomic<int64_t> bad_row{INT64_MAX};  // the first row with a NaN or Inf
     parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
       float in[32];
       for (int64_t n = n0; n < n1; ++n)
         for (int64_t g = 0; g < G; ++g) {
           for (int i = 0; i < 32; ++i) in[i] = bf16_to_f32(bf16{src[n * K + g * 32 + i]});
-          if (!quantize_mxfp4_block(in, &blocks[size_t((n * G + g) * 16)], &sc[size_t(n * G + g)])) bad_row = n;
+          if (!quantize_mxfp4_block(in, &blocks[size_t((n * G + g) * 16)], &sc[size_t(n * G + g)])) {
+            int64_t seen = bad_row.load();
+            while (n < seen && !bad_row.compare_exchange_weak(seen, n)) {
+            }
+          }
         }
     });
-    MX_CHECK(bad_row < 0, "--mxfp4-layers: cannot quantize '{}': row {} holds a NaN or infinite value", name,
+    MX_CHECK(bad_row == INT64_MAX, "--mxfp4-layers: cannot quantize '{}': row {} holds a NaN or infinite value", name,
              bad_row.load());
     const uint64_t old_bytes = t.nbytes();
     release(t.data);
@@ -127,10 +135,10 @@ Result<Mxfp4Layers> quantize_dense_layers(ModelWeights& w, const ModelConfig& c,
   if (!want.any()) return done;
   const double before = step_weight_bytes(w, c);
   Mxfp4Layers todo = want;
-  if (todo.lm_head && w.lm_head.data == w.embed.data) {
-    log_warn("--mxfp4-layers: lm_head is tied to the embedding (one tensor); it stays BF16 (quantizing it would "
-             "change the embedding too)");
-    todo.lm_head = false;
+  if ((todo.lm_head || todo.embed) && w.lm_head.data == w.embed.data) {
+    log_warn("--mxfp4-layers: lm_head is tied to the embedding (one tensor); both stay BF16 (quantizing one would "
+             "change the other)");
+    todo.lm_head = todo.embed = false;
   }
   auto fits = [&](const char* what, int64_t K) {
     if (K % 32 == 0) return true;

@@ -28,7 +28,8 @@ inline constexpr double kMxfp4BytesPerWeight = 17.0 / 32.0;
 
 // Quantizes the chosen weights of w in place (on its device), frees their BF16 copies and logs what
 // it did and the resulting weight bytes of a batch-1 decode step. lm_head is skipped, with a
-// warning, when it shares its storage with the embedding (tied weights); a weight whose input
+// warning, when it shares its storage with the embedding (tied weights; embed then stays BF16 too,
+// since quantizing it would change lm_head); a weight whose input
 // features are not a multiple of 32 stays BF16, with a warning. Returns the set actually applied.
 // NaN or Inf in a weight is an error naming the tensor and row.
 Result<Mxfp4Layers> quantize_dense_layers(ModelWeights& w, const ModelConfig& c, const Mxfp4Layers& want,

@@ -28,6 +28,9 @@ TEST(Mxfp4Layers, ParsesListsAndRejectsUnknownNames) {
   m = parse_mxfp4_layers("all");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->describe(), "moe,qkv,o,router,lm_head,embed");
+  m = parse_mxfp4_layers("qkv,");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("empty name"), std::string::npos) << m.status().message();
   m = parse_mxfp4_layers("qkv,attn");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("'attn'"), std::string::npos) << m.status().message();
@@ -207,6 +210,21 @@ TEST(Mxfp4Layers, NanWeightIsRefusedWithItsName) {
   EXPECT_NE(done.status().message().find("model.layers.1.self_attn.o_proj.weight"), std::string::npos)
       << done.status().message();
   EXPECT_NE(done.status().message().find("row 5"), std::string::npos) << done.status().message();
+}
+
+// Tied embedding and lm_head (one tensor): neither is quantized (the other would change with it).
+TEST(Mxfp4Layers, TiedEmbeddingAndLmHeadStayBf16) {
+  auto m = Model::load("synthetic:tiny", Device::CPU, ShowProgress::No);
+  ASSERT_TRUE(m.ok());
+  ModelWeights& w = (*m)->weights;
+  w.lm_head = w.embed;  // tie them
+  auto done = quantize_dense_layers(w, (*m)->config, *parse_mxfp4_layers("all"), ShowProgress::No);
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  EXPECT_FALSE(done->lm_head || done->embed);
+  EXPECT_TRUE(done->qkv && done->o && done->router);
+  EXPECT_EQ(w.lm_head.data, w.embed.data);
+  EXPECT_EQ(w.embed.dtype, DType::BF16);
+  EXPECT_TRUE(w.embed_scales.empty() && w.lm_head_scales.empty());
 }
 
 TEST(Mxfp4Layers, DISABLED_AccuracyTableOnTheGpu) {

@@ -85,7 +85,7 @@ cudaError_t run_bf16_mxfp4w_gemv(const GemvParams& p, cudaStream_t s);
 // bf16_mxfp4w_gemv_mma.cu: the same on the tensor cores, T <= kMxfp4MmaMaxTokens (with rope_cache
 // Dh % 16 == 0); its shared memory (x' staging, weight ring) may exceed 48 KB (opt-in).
 inline constexpr int kMxfp4MmaMaxTokens = 8;
-inline constexpr size_t kMxfp4GemvMaxSmem = 96 * 1024;
+inline constexpr size_t kMxfp4GemvMaxSmem = 90 * 1024;  // + ~4.3 KB static: within 99 KB (sm_86/89/120)
 size_t mxfp4_gemv_mma_smem_bytes(int64_t T, int64_t Kin, bool norm);
 cudaError_t run_bf16_mxfp4w_gemv_mma(const GemvParams& p, cudaStream_t s);
 

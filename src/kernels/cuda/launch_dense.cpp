@@ -18,13 +18,13 @@ constexpr size_t kCublasLtWorkspace = 32u << 20;
 // the matrix's size), so that a graph-captured step never needs a larger one than the eager steps.
 constexpr size_t kDecodedChunkBytes = 64u << 20;
 
-// Whether the GEMV's shared memory (x' staging with an input norm; the MXFP4 kernel always stages)
-// fits its limit.
 // MXFP4 weights: the FP32-FMA kernel for one token (one round trip per row, no FP16 staging),
-// the tensor-core one for 2..kMxfp4MmaMaxTokens (H100, CudaDense.DISABLED_Mxfp4GemvSweep: lm_head
-// 171 µs vs 178 at T = 1, 255 vs 181 at T = 2, 474 vs 217 at T = 4; PERFORMANCE.md run 22).
+// the tensor-core one for 2..kMxfp4MmaMaxTokens (H100, CudaDense.DISABLED_Mxfp4GemvSweep, FP32 vs
+// mma: lm_head 170 vs 190 µs at T = 1, 255 vs 161 at T = 2, 474 vs 179 at T = 4; PERFORMANCE.md run 22).
 bool mxfp4_mma(const ops::LinearArgs& a) { return ops::is_mxfp4(a.w_scales) && a.x.dim(0) > 1; }
 
+// Whether the GEMV's shared memory (x' staging with an input norm; the mma kernel always stages)
+// fits its limit.
 bool smem_fits(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
   const bool norm = !a.norm.weight.empty();
@@ -57,8 +57,9 @@ Result<kern::GemvParams> gemv_params(const ops::LinearArgs& a) {
   const char* name = gemv_name(a);
   const bool mxfp4 = ops::is_mxfp4(a.w_scales);
   MX_CHECK(T <= gemv_max_tokens(a), "{}: {} tokens > {}", name, T, gemv_max_tokens(a));
-  MX_CHECK(Kin % (mxfp4 ? 32 : 8) == 0 && aligned16(a.x.data) && aligned16(a.w.data),
-           "{}: needs Kin % {} == 0 and 16-byte aligned x, w (Kin={})", name, mxfp4 ? 32 : 8, Kin);
+  MX_CHECK(Kin % (mxfp4 ? 32 : 8) == 0 && aligned16(a.x.data) && aligned16(a.w.data) &&
+               (!mxfp4 || aligned16(a.w_scales.data)),
+           "{}: needs Kin % {} == 0 and 16-byte aligned x, w (and scales) (Kin={})", name, mxfp4 ? 32 : 8, Kin);
   const bool norm = !a.norm.weight.empty();
   MX_CHECK(smem_fits(a), "{}: {} tokens of {} features do not fit the shared-memory staging", name, T, Kin);
   if (norm) {
@@ -231,7 +232,7 @@ bool linear_gemv_supported(const ops::LinearArgs& a) {
                                                  aligned16(a.norm.weight.data) && a.out.data != a.x.data);
   const int64_t kin_multiple = ops::is_mxfp4(a.w_scales) ? 32 : 8;
   return T <= gemv_max_tokens(a) && Kin % kin_multiple == 0 && aligned16(a.x.data) && aligned16(a.w.data) &&
-         norm_ok && smem_fits(a);
+         (!ops::is_mxfp4(a.w_scales) || aligned16(a.w_scales.data)) && norm_ok && smem_fits(a);
 }
 
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
