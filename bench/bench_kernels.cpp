@@ -133,13 +133,20 @@ void bench_linear(const char* name, int64_t T, int64_t N, int64_t Kin, int copie
   report(name, us, double(N) * Kin * 2);
 }
 
-void bench_attention(int depth, int window) {
+// fp8: the cache in E4M3 (--kv-cache-dtype fp8), codes 0x00..0x3f (finite) with scales 1/64.
+void bench_attention(int depth, int window, bool fp8 = false) {
   const int H = 64, Hkv = 8, Dh = 64, B = 16, layers = 4;
   const int64_t blocks = 32768 / B + 1, width = (H + 2 * Hkv) * Dh;
+  const DType kv = fp8 ? DType::F8_E4M3 : DType::BF16;
+  const int hi = fp8 ? 0x3f : 255;
+  Tensor scales = random_tensor(DType::F32, {2}, 39);
+  const float sv[2] = {1.0f / 64, 1.0f / 64};
+  must(ops::copy(scales, Tensor(const_cast<float*>(sv), DType::F32, {2})));
   std::vector<ops::KvLayer> caches;
   for (int l = 0; l < layers; ++l)
-    caches.push_back({.k = random_tensor(DType::BF16, {blocks, B, Hkv, Dh}, 40 + l),
-                      .v = random_tensor(DType::BF16, {blocks, B, Hkv, Dh}, 50 + l)});
+    caches.push_back({.k = random_tensor(kv, {blocks, B, Hkv, Dh}, 40 + l, 0, hi),
+                      .v = random_tensor(kv, {blocks, B, Hkv, Dh}, 50 + l, 0, hi),
+                      .scales = fp8 ? scales : Tensor()});
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int64_t i = 0; i < blocks; ++i) table[size_t(i)] = int32_t(i);
   const int32_t pos = depth, seq = 0;
@@ -155,10 +162,10 @@ void bench_attention(int depth, int window) {
                          .batch = {.positions = p, .seq_index = s, .block_tables = tbl},
                          .cache = caches[size_t(l)], .out = out}));
   });
-  char name[64];
-  std::snprintf(name, sizeof name, window ? "attention decode depth %d window %d" : "attention decode depth %d", depth,
-                window);
-  report(name, us, double(window ? std::min(window, depth + 1) : depth + 1) * Hkv * Dh * 2 * 2);
+  std::string name = "attention decode depth " + std::to_string(depth);
+  if (window) name += " window " + std::to_string(window);
+  if (fp8) name += " fp8";
+  report(name.c_str(), us, double(window ? std::min(window, depth + 1) : depth + 1) * Hkv * Dh * 2 * (fp8 ? 1 : 2));
 }
 
 // gpt-oss attention (64 q / 8 kv heads, Dh 64) of one sequence's tokens depth..depth+T-1 over a
@@ -259,6 +266,7 @@ int main(int argc, char** argv) {
   }
   for (int depth : {0, 4096, 32768}) bench_attention(depth, 0);
   bench_attention(4096, 128);  // a sliding-window layer
+  for (int depth : {4096, 32768}) bench_attention(depth, 0, true);  // --kv-cache-dtype fp8
   if (!attention_only) bench_attention_prefill();
   return 0;
 }

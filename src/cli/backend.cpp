@@ -1,4 +1,4 @@
-// --backend resolution, --moe-activation and --mxfp4-layers.
+// --backend resolution, --moe-activation, --mxfp4-layers and --kv-cache-dtype / --kv-scale.
 #include "cli/backend.h"
 
 #include "cli/commands.h"
@@ -42,6 +42,40 @@ Mxfp4Layers mxfp4_layers_or_exit(const std::string& value) {
   auto m = parse_mxfp4_layers(value);
   if (!m.ok()) exit_on_error(m.status());
   return *m;
+}
+
+void add_kv_cache_dtype_options(CLI::App* cmd, KvCacheFlags* flags, KvScaleOption scale) {
+  cmd->add_option("--kv-cache-dtype", flags->dtype,
+                  "KV cache element type: auto (the activations': bf16 on CUDA, f32 on the CPU) or fp8 (E4M3 with a "
+                  "K and a V scale per layer: half the bytes of bf16, twice the tokens; docs/KV_CACHE.md)")
+      ->default_val("auto");
+  if (scale == KvScaleOption::No) return;
+  cmd->add_option("--kv-scale", flags->scale,
+                  "With --kv-cache-dtype fp8: fixed scales, S for K and V or K,V (element = value / scale); default: "
+                  "calibrated from the first prefill")
+      ->default_val("");
+}
+
+KvCacheSettings kv_cache_settings_or_exit(const KvCacheFlags& flags) {
+  KvCacheSettings kv;
+  auto dtype = parse_kv_cache_dtype(flags.dtype);
+  if (!dtype.ok()) exit_on_error(dtype.status());
+  kv.dtype = *dtype;
+  if (flags.scale.empty()) return kv;
+  if (kv.dtype != KvCacheDtype::Fp8)
+    exit_on_error(Status::error("--kv-scale is only valid with --kv-cache-dtype fp8 (an auto cache stores unscaled "
+                                "values)"));
+  auto scales = parse_kv_scales(flags.scale);
+  if (!scales.ok()) exit_on_error(scales.status());
+  kv.scales = *scales;
+  return kv;
+}
+
+std::string describe_kv_cache(const KvCacheSettings& kv, Device device) {
+  const std::string_view name = kv_element_name(kv.dtype, device);
+  if (kv.dtype != KvCacheDtype::Fp8) return std::string(name);
+  if (!kv.scales) return fmt::format("{}, scales calibrated from the first prefill", name);
+  return fmt::format("{}, scales fixed at K {}, V {}", name, (*kv.scales)[0], (*kv.scales)[1]);
 }
 
 }  // namespace mx::cli

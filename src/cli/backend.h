@@ -1,11 +1,14 @@
 // Shared CLI helpers: the --backend flag (auto|cpu|cuda) and the device it selects,
-// --moe-activation (bf16|fp8) and --mxfp4-layers.
+// --moe-activation (bf16|fp8), --mxfp4-layers, and --kv-cache-dtype (auto|fp8) with --kv-scale.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
 
 #include "core/tensor.h"
 #include "model/mxfp4_layers.h"
+#include "runtime/kv_cache.h"
 
 namespace CLI {
 class App;
@@ -24,5 +27,20 @@ void apply_moe_activation(const std::string& value);
 // --mxfp4-layers LIST (model/mxfp4_layers.h): which dense weights are quantized to MXFP4 at load.
 void add_mxfp4_layers_option(CLI::App* cmd, std::string* value);
 Mxfp4Layers mxfp4_layers_or_exit(const std::string& value);
+
+// --kv-cache-dtype auto|fp8 and, where the cache holds a real context (run, serve; not bench,
+// whose cache is random bytes with scales 1), --kv-scale S or K,V (fp8 only).
+enum class KvScaleOption { No, Yes };
+struct KvCacheFlags {
+  std::string dtype = "auto", scale;
+};
+void add_kv_cache_dtype_options(CLI::App* cmd, KvCacheFlags* flags, KvScaleOption scale);
+struct KvCacheSettings {
+  KvCacheDtype dtype = KvCacheDtype::Auto;
+  std::optional<std::array<float, 2>> scales;  // (K, V) from --kv-scale
+};
+KvCacheSettings kv_cache_settings_or_exit(const KvCacheFlags& flags);
+// "bf16", "fp8 e4m3, scales calibrated from the first prefill", "fp8 e4m3, scales fixed at K 0.5, V 0.25"
+std::string describe_kv_cache(const KvCacheSettings& kv, Device device);
 
 }  // namespace mx::cli

@@ -13,6 +13,7 @@ namespace {
 struct BenchFlags {
   std::string model, prompts = "2048", gens = "32,128", depths = "0", batches = "1", backend = "auto";
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
+  KvCacheFlags kv_cache;
   int reps = 3;
   bool profile = false, no_graphs = false;
 };
@@ -47,6 +48,7 @@ Status bench(const BenchFlags& f) {
   const Device device = select_device(f.backend);
   apply_moe_activation(f.moe_activation);
   const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
+  o.kv_cache_dtype = kv_cache_settings_or_exit(f.kv_cache).dtype;
   MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
   auto on_row = [](const BenchRow& r) {
     if (r.skipped.empty())
@@ -80,6 +82,7 @@ void register_bench(CLI::App& app) {
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
+  add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::No);
   cmd->add_flag("--profile", f->profile, "Print a per-op time table of one decode step");
   cmd->add_flag("--no-graphs", f->no_graphs, "Launch decode steps op by op instead of replaying a CUDA graph");
   cmd->callback([f] { exit_on_error(bench(*f)); });

@@ -21,6 +21,7 @@ namespace {
 struct RunFlags {
   std::string model, prompt, prompt_ids, backend = "auto", dump_logits;
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
+  KvCacheFlags kv_cache;
   int max_tokens = 64, top_k = 0;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   uint64_t seed = 0;
@@ -94,6 +95,7 @@ Status run(RunFlags f) {
   const Device device = select_device(f.backend);
   apply_moe_activation(f.moe_activation);
   const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
+  const KvCacheSettings kv = kv_cache_settings_or_exit(f.kv_cache);
   if (f.model.empty()) {
     MX_ASSIGN(f.model, demo_model_dir());
   }
@@ -144,7 +146,9 @@ Status run(RunFlags f) {
                                                  .max_model_len = int(total),
                                                  .kv_block_size = kBlock,
                                                  .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,
-                                                 .stats_interval_seconds = 0}));
+                                                 .stats_interval_seconds = 0,
+                                                 .kv_cache_dtype = kv.dtype,
+                                                 .kv_scales = kv.scales}));
   std::vector<int32_t> generated;
   std::vector<float> logits;
   RequestTiming timing;
@@ -196,6 +200,7 @@ void register_run(CLI::App& app) {
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
+  add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::Yes);
   cmd->add_option("--dump-logits", f->dump_logits, "Write the logits of every step as a float32 .npy [steps, vocab]");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at the end-of-sequence token");
   cmd->add_flag("--raw", f->raw, "Complete -p TEXT as plain text instead of a harmony chat turn");

@@ -25,6 +25,7 @@ extern "C" void on_signal(int) { g_stop = true; }
 struct ServeFlags {
   std::string config, model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
+  KvCacheFlags kv_cache;
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
@@ -114,7 +115,7 @@ void add_limit_options(CLI::App* cmd, ServeFlags& f) {
 
 // The settings in force, for the dashboard's side panel (GET /server_info); never the API key.
 nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& ea, Device device, int bound_port,
-                                        const std::string& mxfp4_applied) {
+                                        const std::string& mxfp4_applied, const std::string& kv_cache) {
   const server::HttpLimits& h = f.http;
   return {{"backend", device == Device::CPU ? "cpu" : "cuda"},
           {"host", f.host},
@@ -126,6 +127,8 @@ nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& e
           {"block_size", ea.kv_block_size},
           {"num_kv_blocks", ea.num_kv_blocks},
           {"kv_cache_tokens", int64_t(ea.num_kv_blocks) * ea.kv_block_size},
+          {"kv_cache_dtype", kv_cache_dtype_name(ea.kv_cache_dtype)},
+          {"kv_cache", kv_cache},
           {"gpu_memory_utilization", f.gpu_memory_utilization},
           {"enable_prefix_caching", f.enable_prefix_caching},
           {"async_scheduling", !f.no_async_scheduling},
@@ -168,6 +171,8 @@ Status serve(ServeFlags f) {
   const Device device = select_device(f.backend);
   apply_moe_activation(f.moe_activation);
   const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
+  const KvCacheSettings kv = kv_cache_settings_or_exit(f.kv_cache);
+  const std::string kv_described = describe_kv_cache(kv, device);
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
   MX_ASSIGN(server::CorsPolicy cors, cors_policy(f));
@@ -194,7 +199,9 @@ Status serve(ServeFlags f) {
                 .prefix_caching = f.enable_prefix_caching ? PrefixCaching::On : PrefixCaching::Off,
                 .enforce_eager = f.enforce_eager,
                 .async_scheduling = f.no_async_scheduling ? AsyncScheduling::Off : AsyncScheduling::On,
-                .max_waiting = f.max_waiting_requests};
+                .max_waiting = f.max_waiting_requests,
+                .kv_cache_dtype = kv.dtype,
+                .kv_scales = kv.scales};
   const KvLayout layout = kv_layout(c, ea, device);
   MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout));
   const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
@@ -203,13 +210,14 @@ Status serve(ServeFlags f) {
     ea.max_model_len = int(kv_tokens);
     log_warn("the KV cache holds {} tokens: max_model_len lowered to {}", kv_tokens, ea.max_model_len);
   }
-  log_info("dtype: dense weights {}, experts {}, activations {}",
+  log_info("dtype: dense weights {}, experts {}, activations {}, KV cache {}",
            model->mxfp4_layers.any() ? "mxfp4 where --mxfp4-layers " + model->mxfp4_layers.describe() + ", else bf16"
                                      : std::string("bf16"),
-           c.mxfp4_experts ? "mxfp4" : "bf16", device == Device::CPU ? "f32 (CPU reference)" : "bf16");
-  log_info("KV cache: {} tokens ({:.2f} GiB) + a {:.2f} GiB window pool; maximum concurrency for {} tokens per "
+           c.mxfp4_experts ? "mxfp4" : "bf16", device == Device::CPU ? "f32 (CPU reference)" : "bf16", kv_described);
+  log_info("KV cache: {} tokens ({:.2f} GiB, {}) + a {:.2f} GiB window pool; maximum concurrency for {} tokens per "
            "request: {:.2f}x",
            kv_tokens, double(layout.bytes_per_block) * ea.num_kv_blocks / double(1u << 30),
+           kv_element_name(kv.dtype, device),
            double(layout.window_pool_bytes) / double(1u << 30), ea.max_model_len,
            double(kv_tokens) / ea.max_model_len);
   log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}, async "
@@ -221,7 +229,8 @@ Status serve(ServeFlags f) {
                : "eager");
   MX_ASSIGN(auto engine, Engine::create(*model, ea));
   log_info("KV layout: {}", engine->kv_summary());
-  srv.set_ready(std::move(engine), tok, startup_settings(f, ea, device, srv.port(), model->mxfp4_layers.describe()));
+  srv.set_ready(std::move(engine), tok,
+                startup_settings(f, ea, device, srv.port(), model->mxfp4_layers.describe(), kv_described));
   const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
   log_info("Starting API server on http://{}:{}", shown_host, srv.port());
   log_info("Routes: GET /health, GET /v1/models, GET /v1/models/{{id}}, POST /v1/chat/completions, POST /v1/completions, "
@@ -325,6 +334,7 @@ void register_serve(CLI::App& app) {
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
+  add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::Yes);
   cmd->callback([f] { exit_on_error(serve(*f)); });
 }
 

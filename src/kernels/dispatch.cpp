@@ -235,8 +235,12 @@ Status check_batch_and_cache(const char* op, const TokenBatch& b, const KvLayer&
   MX_TRY(expect(b.positions, op, "positions", {DType::I32}, 1, dev));
   MX_TRY(expect(b.seq_index, op, "seq_index", {DType::I32}, 1, dev));
   MX_TRY(expect(b.block_tables, op, "block_tables", {DType::I32}, 2, dev));
-  MX_TRY(expect(c.k, op, "k cache", {act_dtype(dev)}, 4, dev));
-  MX_TRY(expect(c.v, op, "v cache", {act_dtype(dev)}, 4, dev));
+  MX_TRY(expect(c.k, op, "k cache", {act_dtype(dev), DType::F8_E4M3}, 4, dev));
+  MX_TRY(expect(c.v, op, "v cache", {c.k.dtype}, 4, dev));
+  if (c.fp8()) {  // --kv-cache-dtype fp8: one K and one V scale per layer
+    MX_TRY(expect(c.scales, op, "kv scales", {DType::F32}, 1, dev));
+    MX_TRY(same_dim(op, "kv scales", c.scales.dim(0), 2));
+  }
   MX_CHECK(H > 0 && Hkv > 0 && H % Hkv == 0 && Dh > 0 && Dh % 2 == 0, "{}: bad head layout H={} Hkv={} Dh={}", op,
            H, Hkv, Dh);
   MX_TRY(same_dim(op, "qkv width", qkv.dim(1), int64_t(H + 2 * Hkv) * Dh));
@@ -262,6 +266,17 @@ Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
   return route("qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
 }
 
+Status kv_scales(const KvScalesArgs& a) {
+  const Device dev = a.qkv.device;
+  MX_TRY(expect(a.qkv, "kv_scales", "qkv", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.scales, "kv_scales", "scales", {DType::F32}, 1, dev));
+  MX_TRY(same_dim("kv_scales", "scales", a.scales.dim(0), 2));
+  MX_CHECK(a.n_heads > 0 && a.n_kv_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0,
+           "kv_scales: bad head layout H={} Hkv={} Dh={}", a.n_heads, a.n_kv_heads, a.head_dim);
+  MX_TRY(same_dim("kv_scales", "qkv width", a.qkv.dim(1), int64_t(a.n_heads + 2 * a.n_kv_heads) * a.head_dim));
+  return route("kv_scales", dev, a, cpu::kv_scales, MX_CUDA_FN(kv_scales), nbytes({&a.qkv}));
+}
+
 Status qkv_projection(const QkvProjectionArgs& a) {
   const LinearArgs lin{.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm, .w_scales = a.w_scales};
   const QkvRopeCacheArgs rc{.qkv = a.qkv,
@@ -274,6 +289,13 @@ Status qkv_projection(const QkvProjectionArgs& a) {
   MX_TRY(check_linear(lin));
   MX_TRY(check_qkv_rope_cache(rc));
   const Device dev = a.qkv.device;
+  if (a.calibrate_kv) {  // an FP8 cache's first prefill: the scales from this call's k and v, then the writes
+    MX_CHECK(a.cache.fp8(), "qkv_projection: calibrate_kv needs an FP8 cache");
+    MX_TRY(linear(lin));
+    MX_TRY(kv_scales({.qkv = a.qkv, .n_heads = a.n_heads, .n_kv_heads = a.n_kv_heads, .head_dim = a.head_dim,
+                      .concentration = a.rope.concentration, .scales = a.cache.scales}));
+    return qkv_rope_cache(rc);
+  }
   const double bytes = nbytes({&a.x, &a.w, &a.w_scales, &a.bias, &a.norm.weight, &a.qkv, &a.qkv}) +
                        2.0 * double(a.qkv.dim(0)) * a.n_kv_heads * a.head_dim * dtype_size(a.qkv.dtype);
   if (dev == Device::CPU)

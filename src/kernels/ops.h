@@ -160,11 +160,30 @@ struct TokenBatch {
   int64_t seqs() const { return num_seqs > 0 ? num_seqs : block_tables.dim(0); }
 };
 
-// One layer of the paged cache.
+// One layer of the paged cache: act, or FP8 E4M3 (--kv-cache-dtype fp8), where an element holds
+// value / scale (round to nearest even, saturating at ±448) with one scale per layer for K and one
+// for V, read by the kernels from `scales` (device data: a calibrating call may set them).
 struct KvLayer {
-  Tensor k;  // (num_blocks, B, Hkv, Dh) act
-  Tensor v;  // (num_blocks, B, Hkv, Dh) act
+  Tensor k;       // (num_blocks, B, Hkv, Dh) act or f8_e4m3
+  Tensor v;       // (num_blocks, B, Hkv, Dh) act or f8_e4m3
+  Tensor scales;  // (2) f32 on the cache's device: K scale, V scale; FP8 only (empty for act)
+  bool fp8() const { return k.dtype == DType::F8_E4M3; }
 };
+
+// The per-layer FP8 scales of a cache from one call's qkv, before its RoPE (--kv-cache-dtype fp8
+// without --kv-scale: the first prefill's): K scale = kKvScaleHeadroom · concentration · the largest
+// norm of a k head's rotation pair (x_i, x_{i+Dh/2}) / 448 (a rotation keeps each element within
+// that norm, at every position), V scale = kKvScaleHeadroom · max |v| / 448; a zero maximum gives
+// 1. The headroom leaves one binade for later tokens larger than the first prefill's.
+constexpr float kKvScaleHeadroom = 2.0f;
+constexpr float kFp8E4m3Max = 448.0f;
+struct KvScalesArgs {
+  Tensor qkv;  // (T, (H + 2·Hkv)·Dh) act, not yet rotated
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float concentration = 1.0f;  // the RoPE table's
+  Tensor scales;               // (2) f32 out
+};
+Status kv_scales(const KvScalesArgs& a);
 
 // Rotates q and k inside qkv (RoPE, half-split) and writes k, v of every token to the cache.
 struct QkvRopeCacheArgs {
@@ -190,6 +209,7 @@ struct QkvProjectionArgs {
   RopeTable rope;
   TokenBatch batch;
   KvLayer cache;
+  bool calibrate_kv = false;  // FP8 cache: set cache.scales from this call (kv_scales) before writing
 };
 Status qkv_projection(const QkvProjectionArgs& a);
 

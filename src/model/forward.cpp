@@ -72,7 +72,8 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                                 .head_dim = c.head_dim,
                                 .rope = rope,
                                 .batch = batch,
-                                .cache = a.cache[size_t(l)]}));
+                                .cache = a.cache[size_t(l)],
+                                .calibrate_kv = a.calibrate_kv && a.cache[size_t(l)].fp8()}));
     MX_TRY(ops::attention({.qkv = qkv,
                            .sinks = L.sinks,
                            .n_heads = c.num_attention_heads,

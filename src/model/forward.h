@@ -38,6 +38,7 @@ struct ForwardArgs {
   Tensor logit_rows;                    // (R) i32: indices into the T tokens
   bool all_rows = false;                // logit_rows is 0..T-1: lm_head reads the tokens in place
   Tensor logits;                        // (R, V) f32
+  bool calibrate_kv = false;            // FP8 cache: every layer sets its scales from this call
 };
 
 Status forward(const Model& m, Workspace& ws, const ForwardArgs& a);

@@ -66,14 +66,15 @@ WeightBytes weight_bytes(const ModelConfig& c, const Mxfp4Layers& m) {
   return w;
 }
 
-// KV reads of a decode step for one sequence at `depth` (keys 0..depth), all layers.
-double kv_step_bytes(const ModelConfig& c, int depth) {
+// KV reads of a decode step for one sequence at `depth` (keys 0..depth), all layers, at the CUDA
+// cache's element size (bf16, or 1 byte with fp8).
+double kv_step_bytes(const ModelConfig& c, int depth, KvCacheDtype kv) {
   double n = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const int w = c.window_of_layer(l);
     n += w ? std::min(w, depth + 1) : depth + 1;
   }
-  return n * 2.0 * c.kv_width() * 2.0;  // K and V, bf16
+  return n * 2.0 * c.kv_width() * double(dtype_size(kv_element_dtype(kv, Device::CUDA)));  // K and V
 }
 
 class Runner {
@@ -110,7 +111,7 @@ class Runner {
     row.mean = mean_of(tps);
     row.sd = sd_of(tps);
     const double step_s = double(B) / row.mean;
-    row.gbps = decode_step_bytes(c_, B, depth + N / 2, m_.mxfp4_layers) / step_s / 1e9;
+    row.gbps = decode_step_bytes(c_, B, depth + N / 2, m_.mxfp4_layers, o_.kv_cache_dtype) / step_s / 1e9;
     if (profile_into) MX_TRY(profile(B, depth, *profile_into));
     return row;
   }
@@ -124,7 +125,8 @@ class Runner {
             .kv_block_size = o_.kv_block_size,
             .num_kv_blocks = B * blocks_per_seq + 1,
             .stats_interval_seconds = 0,
-            .enforce_eager = graphs == UseGraphs::No};
+            .enforce_eager = graphs == UseGraphs::No,
+            .kv_cache_dtype = o_.kv_cache_dtype};
   }
 
   // An engine for B sequences of `tokens` positions each; the row is skipped when its KV cache and
@@ -178,7 +180,7 @@ class Runner {
     rep.profile_step_us = *s * 1e6;
     rep.profile = ops::take_profile();
     for (auto& p : rep.profile)
-      if (p.name.starts_with("attention")) p.bytes += kv_step_bytes(c_, depth) * B;
+      if (p.name.starts_with("attention")) p.bytes += kv_step_bytes(c_, depth, o_.kv_cache_dtype) * B;
     engine_.reset();
     return ok_status();
   }
@@ -192,11 +194,11 @@ class Runner {
 
 }  // namespace
 
-double decode_step_bytes(const ModelConfig& c, int batch, int depth, const Mxfp4Layers& m) {
+double decode_step_bytes(const ModelConfig& c, int batch, int depth, const Mxfp4Layers& m, KvCacheDtype kv) {
   const WeightBytes w = weight_bytes(c, m);
   const double E = c.num_local_experts, K = c.num_experts_per_tok;
   const double experts_read = E * (1.0 - std::pow(1.0 - K / E, batch));  // expected distinct experts
-  return w.dense + c.num_hidden_layers * experts_read * w.expert + batch * kv_step_bytes(c, depth);
+  return w.dense + c.num_hidden_layers * experts_read * w.expert + batch * kv_step_bytes(c, depth, kv);
 }
 
 Result<BenchReport> run_bench(const Model& model, const BenchOptions& opt,

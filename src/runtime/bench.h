@@ -11,6 +11,7 @@
 
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "runtime/kv_cache.h"
 #include "runtime/step_runner.h"
 
 namespace mx {
@@ -24,6 +25,7 @@ struct BenchOptions {
   bool profile = false;
   UseGraphs graphs = UseGraphs::Yes;
   int kv_block_size = 16;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // fp8: random E4M3 bytes with scales 1
 };
 
 struct BenchRow {
@@ -42,8 +44,9 @@ struct BenchReport {
 };
 
 // Bytes one decode step reads: weights (experts expected for `batch` random routings; the dense
-// weights named by `mxfp4` at 17/32 bytes per element) + KV.
-double decode_step_bytes(const ModelConfig& c, int batch, int depth, const Mxfp4Layers& mxfp4 = {});
+// weights named by `mxfp4` at 17/32 bytes per element) + KV (2 bytes per element, 1 with fp8).
+double decode_step_bytes(const ModelConfig& c, int batch, int depth, const Mxfp4Layers& mxfp4 = {},
+                         KvCacheDtype kv = KvCacheDtype::Auto);
 
 Result<BenchReport> run_bench(const Model& model, const BenchOptions& opt,
                               const std::function<void(const BenchRow&)>& on_row = {});

@@ -1,27 +1,64 @@
-// Paged KV cache pools, block bookkeeping and the sliding-layer rings.
+// Paged KV cache pools, block bookkeeping, the sliding-layer rings, and the FP8 cache's scales.
 #include "runtime/kv_cache.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <utility>
 
 namespace mx {
 namespace {
 
-Result<ops::KvLayer> make_layer(const ModelConfig& c, Device device, int blocks, int block_size,
+Result<ops::KvLayer> make_layer(const ModelConfig& c, Device device, DType dtype, int blocks, int block_size,
                                 std::vector<ops::Buffer>& storage) {
-  const DType act = device == Device::CPU ? DType::F32 : DType::BF16;
   const std::initializer_list<int64_t> shape = {blocks, block_size, c.num_key_value_heads, c.head_dim};
   ops::KvLayer layer;
   for (Tensor* t : {&layer.k, &layer.v}) {
-    Tensor probe(nullptr, act, shape, device);
+    Tensor probe(nullptr, dtype, shape, device);
     MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
-    *t = b.view(act, shape);
+    *t = b.view(dtype, shape);
     storage.push_back(std::move(b));
   }
   return layer;
 }
 
+// The largest byte fill_random writes into an FP8 cache: E4M3 0x3f = 1.875, so every byte drawn is a
+// finite, non-negative value (0x7f and 0xff, the NaN codes, are never written).
+constexpr int kFp8RandomMaxByte = 0x3f;
+
 }  // namespace
+
+Result<KvCacheDtype> parse_kv_cache_dtype(std::string_view name) {
+  if (name == "auto") return KvCacheDtype::Auto;
+  if (name == "fp8") return KvCacheDtype::Fp8;
+  return MX_ERROR("--kv-cache-dtype: unknown value '{}' (use auto or fp8)", name);
+}
+
+std::string_view kv_cache_dtype_name(KvCacheDtype d) { return d == KvCacheDtype::Fp8 ? "fp8" : "auto"; }
+
+DType kv_element_dtype(KvCacheDtype d, Device device) {
+  if (d == KvCacheDtype::Fp8) return DType::F8_E4M3;
+  return device == Device::CPU ? DType::F32 : DType::BF16;
+}
+
+std::string_view kv_element_name(KvCacheDtype d, Device device) {
+  if (d == KvCacheDtype::Fp8) return "fp8 e4m3";
+  return device == Device::CPU ? "f32" : "bf16";
+}
+
+Result<std::array<float, 2>> parse_kv_scales(std::string_view text) {
+  std::array<float, 2> s{};
+  const size_t comma = text.find(',');
+  const std::string_view parts[2] = {text.substr(0, comma),
+                                     comma == std::string_view::npos ? text.substr(0, comma) : text.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    const std::string_view p = parts[i];
+    const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), s[size_t(i)]);
+    MX_CHECK(ec == std::errc() && end == p.data() + p.size() && std::isfinite(s[size_t(i)]) && s[size_t(i)] > 0,
+             "--kv-scale: '{}' is not a positive finite number (use S, or K,V for separate K and V scales)", p);
+  }
+  return s;
+}
 
 Result<KvCache> KvCache::create(const ModelConfig& c, Device device, int num_blocks, int block_size) {
   return create(c, device, KvCacheArgs{.num_blocks = num_blocks, .block_size = block_size});
@@ -46,16 +83,68 @@ Result<KvCache> KvCache::create(const ModelConfig& c, Device device, const KvCac
   }
   const int ring_pool = kv.ring_blocks_ * a.max_seqs;
   const int sliding_pool = kv.window_pool_ ? kv.window_pool_ + pad : ring_pool;
+  const DType dtype = kv_element_dtype(a.dtype, device);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const bool own_pool = sliding_pool > 0 && c.window_of_layer(l) > 0;
     MX_ASSIGN(ops::KvLayer layer,
-              make_layer(c, device, own_pool ? sliding_pool : a.num_blocks + pad, a.block_size, kv.storage_));
+              make_layer(c, device, dtype, own_pool ? sliding_pool : a.num_blocks + pad, a.block_size, kv.storage_));
     kv.layers_.push_back(layer);
   }
+  kv.device_ = device;
+  kv.dtype_ = a.dtype;
+  MX_TRY(kv.make_scales(a.fixed_scales));
   for (int b = a.num_blocks + pad - 1; b >= pad; --b) kv.free_.push_back(b);
   for (int b = ring_pool - 1; b >= 0 && kv.ring_blocks_ > 0; --b) kv.free_ring_blocks_.push_back(b);
   for (int b = kv.window_pool_ + pad - 1; b >= pad && kv.window_pool_ > 0; --b) kv.free_window_.push_back(b);
   return kv;
+}
+
+Status KvCache::make_scales(const std::optional<std::array<float, 2>>& fixed) {
+  MX_CHECK(dtype_ == KvCacheDtype::Fp8 || !fixed, "kv cache: fixed scales (--kv-scale) need --kv-cache-dtype fp8");
+  if (dtype_ != KvCacheDtype::Fp8) return ok_status();
+  const int64_t L = int64_t(layers_.size());
+  MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device_, size_t(L) * 2 * sizeof(float)));
+  scales_ = b.view(DType::F32, {L, 2});
+  storage_.push_back(std::move(b));
+  for (int64_t l = 0; l < L; ++l) layers_[size_t(l)].scales = Tensor(scales_.ptr<float>() + 2 * l, DType::F32, {2}, device_);
+  scales_fixed_ = fixed.has_value();
+  scales_pending_ = !scales_fixed_;
+  const std::array<float, 2> s = fixed.value_or(std::array<float, 2>{1.0f, 1.0f});
+  return set_scales(s[0], s[1]);
+}
+
+Status KvCache::set_scales(float k, float v) {
+  MX_CHECK(dtype_ == KvCacheDtype::Fp8, "kv cache: scales are for an fp8 cache");
+  MX_CHECK(std::isfinite(k) && std::isfinite(v) && k > 0 && v > 0, "kv cache: scales must be positive ({}, {})", k, v);
+  std::vector<float> host(size_t(scales_.numel()));
+  for (size_t i = 0; i < host.size(); i += 2) host[i] = k, host[i + 1] = v;
+  return ops::copy(scales_, Tensor(host.data(), DType::F32, {scales_.dim(0), 2}));
+}
+
+Result<std::vector<float>> KvCache::read_scales() const {
+  MX_CHECK(dtype_ == KvCacheDtype::Fp8, "kv cache: scales are for an fp8 cache");
+  std::vector<float> host(size_t(scales_.numel()));
+  MX_TRY(ops::copy(Tensor(host.data(), DType::F32, {scales_.dim(0), 2}), scales_));
+  return host;
+}
+
+Status KvCache::fill_random(uint64_t seed) {
+  for (const ops::KvLayer& layer : layers_) {
+    for (const auto& [t, s] : {std::pair{layer.k, seed}, std::pair{layer.v, seed + 1}}) {
+      if (!layer.fp8()) {
+        MX_TRY(ops::fill_random({.out = t, .seed = s, .scale = 1.0f}));
+        continue;
+      }
+      Tensor bytes = t;  // the E4M3 codes as bytes
+      bytes.dtype = DType::U8;
+      MX_TRY(ops::fill_random({.out = bytes, .seed = s, .byte_lo = 0, .byte_hi = kFp8RandomMaxByte}));
+    }
+  }
+  if (dtype_ == KvCacheDtype::Fp8) {
+    MX_TRY(set_scales(1.0f, 1.0f));
+    mark_calibrated();
+  }
+  return ops::synchronize(device_);
 }
 
 Status KvCache::reserve(std::vector<int32_t>& table, int64_t tokens) {

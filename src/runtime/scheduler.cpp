@@ -36,8 +36,8 @@ bool uses_window_pool(const ModelConfig& c, const EngineArgs& a) {
 }  // namespace
 
 KvLayout kv_layout(const ModelConfig& c, const EngineArgs& a, Device device) {
-  const size_t act = device == Device::CPU ? 4 : 2;
-  const size_t per_layer_block = 2 * size_t(a.kv_block_size) * size_t(c.kv_width()) * act;
+  const size_t element = dtype_size(kv_element_dtype(a.kv_cache_dtype, device));
+  const size_t per_layer_block = 2 * size_t(a.kv_block_size) * size_t(c.kv_width()) * element;
   KvLayout k;
   int paged_layers = c.num_hidden_layers;
   if (uses_window_pool(c, a)) {
@@ -68,7 +68,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
            a.num_kv_blocks, a.kv_block_size, a.max_model_len);
   const Device dev = model.weights.device;
   const KvLayout layout = kv_layout(c, a, dev);
-  KvCacheArgs kv_args{.num_blocks = a.num_kv_blocks, .block_size = a.kv_block_size, .pad = PadBlock::Reserved};
+  KvCacheArgs kv_args{.num_blocks = a.num_kv_blocks,
+                      .block_size = a.kv_block_size,
+                      .pad = PadBlock::Reserved,
+                      .dtype = a.kv_cache_dtype,
+                      .fixed_scales = a.kv_scales};
   if (layout.window_pool_blocks > 0) {
     kv_args.sliding = SlidingLayers::Window;
     kv_args.window_blocks = layout.window_pool_blocks;
@@ -109,12 +113,17 @@ Engine::~Engine() {
 }
 
 std::string Engine::kv_summary() const {
+  std::string dtype(kv_element_name(kv_->dtype(), model_.weights.device));
+  if (kv_->dtype() == KvCacheDtype::Fp8)
+    dtype += kv_->scales_fixed() ? " (per-layer K and V scales fixed by --kv-scale)"
+                                 : " (per-layer K and V scales calibrated from the first prefill)";
   if (!kv_->has_window_pool())
-    return fmt::format("every layer paged in one pool of {} blocks of {} tokens", kv_->num_blocks(),
+    return fmt::format("{}; every layer paged in one pool of {} blocks of {} tokens", dtype, kv_->num_blocks(),
                        kv_->block_size());
-  return fmt::format("full-attention layers paged in {} blocks of {} tokens; sliding-window layers in a pool of {} "
-                     "blocks holding each sequence's last {} positions",
-                     kv_->num_blocks(), kv_->block_size(), kv_->window_pool_blocks(), model_.config.sliding_window);
+  return fmt::format("{}; full-attention layers paged in {} blocks of {} tokens; sliding-window layers in a pool of "
+                     "{} blocks holding each sequence's last {} positions",
+                     dtype, kv_->num_blocks(), kv_->block_size(), kv_->window_pool_blocks(),
+                     model_.config.sliding_window);
 }
 
 // The ops' scratch is sized by the largest shapes once, so that later steps never grow it (a
@@ -142,7 +151,7 @@ Status Engine::warm_up() {
   return ok_status();
 }
 
-Status Engine::fill_cache_random(uint64_t seed) { return runner_->fill_cache_random(seed); }
+Status Engine::fill_cache_random(uint64_t seed) { return kv_->fill_random(seed); }
 
 Result<std::shared_ptr<RequestStream>> Engine::submit(RequestParams p) {
   MX_ASSIGN(auto streams, submit_all({std::move(p)}));
@@ -306,7 +315,12 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
     b.sampling.add(p.sampling, int32_t(s.length()), p.logprobs, s.counts.get(), banned, masks[c]);
     rec.row_seq.push_back(&s);
   }
+  b.calibrate_kv = calibrates(chunks);
   MX_TRY(runner_->launch(b));
+  if (b.calibrate_kv) {
+    kv_->mark_calibrated();
+    rec.calibrated_from = b.size();
+  }
   for (const Chunk& ch : chunks) {
     Sequence& s = *ch.seq;
     s.computed += ch.count;
@@ -326,6 +340,32 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
   }
   launched_.push_back(std::move(rec));
   return ok_status();
+}
+
+// An FP8 cache without fixed scales takes them from the first step that feeds prompt tokens (every
+// layer's from this step's K and V, before they are written: ops::kv_scales). No step before it
+// wrote the cache but the warm-up, whose tokens land in the pad block and are never read.
+bool Engine::calibrates(const std::vector<Chunk>& chunks) const {
+  if (!kv_->scales_pending()) return false;
+  return std::any_of(chunks.begin(), chunks.end(),
+                     [](const Chunk& ch) { return ch.start < int64_t(ch.seq->params.prompt.size()); });
+}
+
+// Once, when the calibrating step has been read: the range of the scales over the layers.
+void Engine::log_kv_scales(int64_t tokens) const {
+  auto s = kv_->read_scales();
+  if (!s.ok()) {
+    log_warn("KV cache fp8: cannot read the scales: {}", s.status().message());
+    return;
+  }
+  float lo[2] = {INFINITY, INFINITY}, hi[2] = {0, 0};  // [K, V]
+  for (size_t i = 0; i < s->size(); ++i) {
+    lo[i % 2] = std::min(lo[i % 2], (*s)[i]);
+    hi[i % 2] = std::max(hi[i % 2], (*s)[i]);
+  }
+  log_info("KV cache fp8: scales calibrated from the first prefill step ({} tokens): K {:.3g} to {:.3g}, V {:.3g} to "
+           "{:.3g} over {} layers",
+           tokens, lo[0], hi[0], lo[1], hi[1], s->size() / 2);
 }
 
 // Each sequence's mask depends on its own constraint only, so different sequences' masks are
@@ -361,6 +401,7 @@ Status Engine::collect_step() {
   MX_ASSIGN(StepOutput out, runner_->collect());
   LaunchedStep rec = std::move(launched_.front());
   launched_.pop_front();
+  if (rec.calibrated_from > 0) log_kv_scales(rec.calibrated_from);
   uint64_t emitted = 0;
   for (size_t r = 0; r < rec.row_seq.size(); ++r) {
     Sequence& s = *rec.row_seq[r];

@@ -8,6 +8,7 @@
 // token sampled by step N is fed to step N+1 on the device.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -49,11 +51,14 @@ struct EngineArgs {
   Warmup warmup = Warmup::Yes;  // CUDA: one prefill-sized and one decode-sized step at creation
   double watermark = 0.01;      // fraction of the KV pool a new request must leave free while others run
   int max_waiting = 0;          // requests queued beyond this are refused (submit: Overloaded); 0: unbounded
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype: act, or fp8 e4m3 (1 byte per element)
+  std::optional<std::array<float, 2>> kv_scales;     // --kv-scale (K, V), fp8 only; none: the first prefill's
 };
 
 // Device memory of the KV cache for EngineArgs: per block of the full-attention pool, and the
 // fixed window pool of the sliding layers (none with prefix caching: then every layer is paged
-// in the one pool, as cached prefix blocks must hold the sliding layers' keys too).
+// in the one pool, as cached prefix blocks must hold the sliding layers' keys too). An element is
+// kv_element_dtype's size: 1 byte with fp8, so the same memory holds twice the tokens as bf16.
 struct KvLayout {
   size_t bytes_per_block = 0;
   size_t window_pool_bytes = 0;
@@ -91,6 +96,7 @@ class Engine {
   Status fill_cache_random(uint64_t seed);
   // The KV layout chosen at creation, one line (for the start-up log).
   std::string kv_summary() const;
+  const KvCache& kv_cache() const { return *kv_; }  // tests; its scale state changes on the engine thread
 
  private:
   Engine(const Model& model, const EngineArgs& args, std::unique_ptr<KvCache> kv);
@@ -103,6 +109,8 @@ class Engine {
   // The guided-decoding masks of the step's constrained draws, per chunk (empty: none).
   std::vector<std::span<const uint32_t>> constraint_masks(const std::vector<Chunk>& chunks);
   Status collect_step();
+  bool calibrates(const std::vector<Chunk>& chunks) const;
+  void log_kv_scales(int64_t tokens) const;
   void emit(Sequence& s, int32_t token, const StepOutput& out, int64_t row);
   void finish(Sequence& s, FinishReason reason, const std::string& error = {});
   void fail_in_flight(const std::string& error);
@@ -123,6 +131,7 @@ class Engine {
     uint64_t id = 0;
     std::vector<Chunk> chunks;
     std::vector<Sequence*> row_seq;  // (R)
+    int64_t calibrated_from = 0;     // tokens of the step that set the FP8 cache's scales, else 0
   };
   std::deque<LaunchedStep> launched_;
   uint64_t next_step_ = 0;

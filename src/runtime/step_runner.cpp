@@ -263,6 +263,7 @@ Status StepRunner::device_step(const Views& v, bool logprobs, bool entries) {
 // A decode bucket replays its graph (captured on first use, after one eager run that sizes the ops'
 // scratch); anything else runs eagerly.
 Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) {
+  MX_CHECK(!graph || !v.fa.calibrate_kv, "step runner: a calibrating step cannot be captured or replayed");
   if (!graph || graphs_failed_) return device_step(v, logprobs, entries);
   if (ops::scratch_generation() != graphs_generation_) {  // the graphs hold the old scratch address
     graphs_.clear();
@@ -293,7 +294,9 @@ Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) 
 Status StepRunner::launch(const StepBatch& b) {
   MX_CHECK(in_flight() < kMaxInFlight, "step runner: {} steps in flight", in_flight());
   const SampleRows& s = b.sampling;
-  const bool graph = b.decode_only && args_.graphs == UseGraphs::Yes && device_ == Device::CUDA;
+  // A calibrating step runs eagerly: a graph would replay the calibration on every later step, and
+  // padding tokens would count in the scales.
+  const bool graph = b.decode_only && !b.calibrate_kv && args_.graphs == UseGraphs::Yes && device_ == Device::CUDA;
   const int64_t T = graph ? bucket(int(b.size())) : b.size();
   const int64_t R = graph ? T : s.rows();
   MX_CHECK(!b.decode_only || s.rows() == b.size(), "step: a decode batch samples every token ({} rows, {} tokens)",
@@ -313,7 +316,8 @@ Status StepRunner::launch(const StepBatch& b) {
       MX_TRY(ops::copy_async(a.dev_updates[k].view(DType::I32, {int64_t(u.size())}),
                              Tensor(a.host_updates[k][slot].data(), DType::I32, {int64_t(u.size())})));
   }
-  const Views v = views(T, R, b.decode_only, b.num_seqs);
+  Views v = views(T, R, b.decode_only, b.num_seqs);
+  v.fa.calibrate_kv = b.calibrate_kv;
   MX_TRY(run(v, s.any_logprobs, s.any_entries, graph));
   // The ids, or everything up to the last row's top logprobs (the areas are laid out for a.R rows).
   const int64_t out_words = s.any_logprobs ? (3 + ops::kMaxTopLogprobs) * a.R + R * ops::kMaxTopLogprobs : R;
@@ -347,14 +351,6 @@ Result<StepOutput> StepRunner::collect() {
                      a.logits.view(DType::F32, {a.R, V}).rows(0, l.rows)));
   }
   return out;
-}
-
-Status StepRunner::fill_cache_random(uint64_t seed) {
-  for (const ops::KvLayer& layer : kv_.layers()) {
-    MX_TRY(ops::fill_random({.out = layer.k, .seed = seed, .scale = 1.0f}));
-    MX_TRY(ops::fill_random({.out = layer.v, .seed = seed + 1, .scale = 1.0f}));
-  }
-  return ops::synchronize(device_);
 }
 
 }  // namespace mx

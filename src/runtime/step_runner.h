@@ -41,6 +41,7 @@ struct StepBatch {
   int64_t num_seqs = 0;
   bool decode_only = false;  // each sequence feeds one token and samples: rows are tokens 0..T-1
   bool keep_logits = false;  // collect() also returns the (R, V) logits (slow; tests, --dump-logits)
+  bool calibrate_kv = false;  // FP8 cache: this step sets every layer's scales from its K and V (runs eagerly)
 
   void clear() { *this = StepBatch(); }
   int64_t size() const { return int64_t(tokens.size()); }
@@ -70,8 +71,6 @@ class StepRunner {
   int bucket(int n) const;
   uint64_t graph_replays() const { return replays_; }
   uint64_t graph_captures() const { return captures_; }
-  // Fills every KV block of the cache with random values (bench: a context of a given depth).
-  Status fill_cache_random(uint64_t seed);
 
  private:
   StepRunner(const Model& model, const KvCache& kv, const StepRunnerArgs& args);

@@ -1,9 +1,12 @@
 // The attention tests' inputs (cuda_attention_test.cpp, cuda_attention_prefill_test.cpp): a paged
-// BF16/F32 cache with random contents and a block table (shuffled blocks, or sliding-window rings),
-// a token batch, and one attention call on the GPU (a chosen CUDA entry point) and on the CPU.
+// BF16/F32 cache (or an FP8 one: the same E4M3 codes and scales on both sides) with random contents
+// and a block table (shuffled blocks, or sliding-window rings), a token batch, and one attention
+// call on the GPU (a chosen CUDA entry point) and on the CPU.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -56,6 +59,7 @@ inline std::vector<int32_t> pooled_table(int S, int max_blocks, int pool) {
 struct Fixture {
   Layout L;
   Mirror k, v, tables, positions, seq_index;
+  Mirror scales;  // FP8 cache (to_fp8): (2) f32 K, V scale
   Fixture(Layout l, int S, int max_blocks, const std::vector<int32_t>& table, int64_t n_blocks,
           const std::vector<int32_t>& pos, const std::vector<int32_t>& seq, uint64_t seed)
       : L(l) {
@@ -74,8 +78,54 @@ struct Fixture {
     return {.positions = gpu ? positions.gpu : positions.cpu, .seq_index = gpu ? seq_index.gpu : seq_index.cpu,
             .block_tables = gpu ? tables.gpu : tables.cpu};
   }
-  ops::KvLayer cache(bool gpu) const { return {.k = gpu ? k.gpu : k.cpu, .v = gpu ? v.gpu : v.cpu}; }
+  ops::KvLayer cache(bool gpu) const {
+    return {.k = gpu ? k.gpu : k.cpu, .v = gpu ? v.gpu : v.cpu, .scales = gpu ? scales.gpu : scales.cpu};
+  }
+  // Makes the cache FP8 (--kv-cache-dtype fp8): each value x becomes the E4M3 code of x / scale
+  // (the values in ±2 span codes up to 2 / scale), the same bytes on both backends.
+  void to_fp8(float k_scale, float v_scale) {
+    for (auto [m, s] : {std::pair{&k, k_scale}, std::pair{&v, v_scale}}) {
+      const std::vector<float> x = host_floats(*m);
+      std::vector<uint8_t> codes(x.size());
+      for (size_t i = 0; i < x.size(); ++i) codes[i] = f32_to_fp8_e4m3(x[i] * (1.0f / s));
+      *m = raw(codes, DType::F8_E4M3, {m->cpu.dim(0), m->cpu.dim(1), m->cpu.dim(2), m->cpu.dim(3)});
+    }
+    scales = raw(std::vector<float>{k_scale, v_scale}, DType::F32, {2});
+  }
 };
+
+// An FP8 cache tensor's codes (GPU: downloaded; CPU: the host bytes).
+inline std::vector<uint8_t> fp8_codes(const Mirror& m, bool gpu) {
+  std::vector<uint8_t> c(size_t(m.cpu.numel()));
+  if (gpu)
+    EXPECT_TRUE(ops::copy(Tensor(c.data(), DType::F8_E4M3, {m.gpu.numel()}), m.gpu).ok());
+  else
+    std::memcpy(c.data(), m.host.data(), c.size());
+  return c;
+}
+
+// Two FP8 caches written from nearly equal values (the GPU rounds to BF16 before it quantizes, and
+// its qkv carries BF16 roundings, absolute errors of ~2^-8 of the largest values): decoded codes
+// within an E4M3 step (1/8 relative) plus 1/64 of the largest |code value|, and at most `max_moved`
+// of the codes different. A write to a wrong slot or head shows as values far apart.
+inline bool fp8_codes_close(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, double max_moved = 0.05) {
+  if (a.size() != b.size()) return false;
+  float largest = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i)
+    largest = std::max({largest, std::fabs(fp8_e4m3_to_f32(a[i])), std::fabs(fp8_e4m3_to_f32(b[i]))});
+  size_t moved = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    const float x = fp8_e4m3_to_f32(a[i]), y = fp8_e4m3_to_f32(b[i]);
+    if (!(std::fabs(x - y) <= 0.125f * std::max(std::fabs(x), std::fabs(y)) + largest / 64)) {
+      ADD_FAILURE() << "code " << i << ": " << x << " vs " << y << " (largest " << largest << ")";
+      return false;
+    }
+    ++moved;
+  }
+  if (double(moved) > max_moved * double(a.size())) ADD_FAILURE() << moved << " of " << a.size() << " codes differ";
+  return double(moved) <= max_moved * double(a.size());
+}
 
 // Positions first..first+n-1 of sequence `seq`, appended to a batch.
 inline void append_run(std::vector<int32_t>& pos, std::vector<int32_t>& seq, int s, int first, int n) {

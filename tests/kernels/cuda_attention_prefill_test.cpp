@@ -124,6 +124,26 @@ TEST_P(CudaAttentionPrefill, LargeCacheBlocks) {
   }
 }
 
+// An FP8 cache (--kv-cache-dtype fp8): the K/V codes widened to BF16 in shared memory, the scales
+// applied to the scores and the output. A 2048-token chunk on a prefix (aligned blocks), odd T on
+// an odd block size (unaligned loads), several sequences.
+TEST_P(CudaAttentionPrefill, Fp8Cache) {
+  Fixture big = chunk_fixture({}, 3000, 2048, 190);
+  big.to_fp8(2.0f / 300.0f, 2.0f / 150.0f);
+  for (int window : {0, 128}) expect_match(big, window, 191, "fp8, T=2048 at depth 3000");
+  const Layout L{.H = 16, .Hkv = 2, .Dh = 64, .B = 5};
+  std::vector<int32_t> pos, seq;
+  append_run(pos, seq, 1, 0, 37);
+  append_run(pos, seq, 0, 61, 129);
+  Fixture odd(L, 2, 200 / L.B, pos, seq, 192);
+  odd.to_fp8(0.02f, 0.003f);
+  for (int window : {0, 8}) {
+    const auto [gpu, cpu] = run_attention(odd, window, 193, prefill());
+    EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "fp8, odd blocks, window " << window;
+    EXPECT_GT(nmse(corrupted(gpu), cpu), kAttentionNmse) << "the check must catch a corrupted output";
+  }
+}
+
 // Tokens of two sequences interleaved: every token is its own query tile, more tiles than the
 // launcher's grid (which assumes each sequence's tokens are contiguous), so blocks loop.
 TEST_P(CudaAttentionPrefill, InterleavedSequences) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <tuple>
 
 #include "cuda_attention_fixture.h"
@@ -93,14 +94,21 @@ TEST(CudaAttention, BatchOfSequencesAndPrefillChunk) {
   }
 }
 
-TEST(CudaAttention, OddHeadGroupsAndBlockSize) {
-  MX_REQUIRE_CUDA();
-  Fixture f({.H = 6, .Hkv = 2, .Dh = 64, .B = 5}, 2, 50, {0, 3, 77, 241}, {0, 1, 1, 0}, 70);
+// 6 q / 2 kv heads in blocks of 5 (two sequences, four tokens), windows 0 and 10: the bound holds
+// and would catch a corrupted output. `fp8` makes the cache E4M3 with the given K, V scales.
+void expect_odd_heads_match(uint64_t seed, std::optional<std::pair<float, float>> fp8 = std::nullopt) {
+  Fixture f({.H = 6, .Hkv = 2, .Dh = 64, .B = 5}, 2, 50, {0, 3, 77, 241}, {0, 1, 1, 0}, seed);
+  if (fp8) f.to_fp8(fp8->first, fp8->second);
   for (int window : {0, 10}) {
-    const auto [gpu, cpu] = run_attention(f, window, 71);
-    EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "window " << window;
+    const auto [gpu, cpu] = run_attention(f, window, seed + 1);
+    EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << (fp8 ? "fp8, " : "") << "window " << window;
     EXPECT_GT(nmse(corrupted(gpu), cpu), kAttentionNmse) << "the check must catch a corrupted output";
   }
+}
+
+TEST(CudaAttention, OddHeadGroupsAndBlockSize) {
+  MX_REQUIRE_CUDA();
+  expect_odd_heads_match(70);
 }
 
 // The tiny-gqa8 fixture's calls (16 q / 2 kv heads, window 8 below the 16-key tile, a two-block
@@ -125,6 +133,25 @@ TEST(CudaAttention, TinyGqa8Calls) {
   }
 }
 
+// qkv_rope_cache of T random qkv rows into f's cache on both backends (YaRN-like frequencies:
+// the high ones divided by 32); returns the rotated rows.
+Mirror rope_cache_both(const Fixture& f, int64_t T, uint64_t seed) {
+  const Layout& L = f.L;
+  std::vector<float> inv(size_t(L.Dh / 2));
+  for (int i = 0; i < L.Dh / 2; ++i)
+    inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh)) / (i >= 18 ? 32.0f : 1.0f);
+  Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
+  Mirror qkv = act(random_floats(size_t(T * L.width()), seed, -2.0f, 2.0f), {T, L.width()});
+  for (bool gpu : {true, false}) {
+    const Status st = ops::qkv_rope_cache(
+        {.qkv = gpu ? qkv.gpu : qkv.cpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
+         .rope = {.inv_freq = gpu ? inv_freq.gpu : inv_freq.cpu, .concentration = 1.3465736f},
+         .batch = f.batch(gpu), .cache = f.cache(gpu)});
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  return qkv;
+}
+
 TEST(CudaAttention, RopeCacheMatchesReference) {
   MX_REQUIRE_CUDA();
   const Layout L;
@@ -132,23 +159,61 @@ TEST(CudaAttention, RopeCacheMatchesReference) {
   std::vector<int32_t> table(size_t(3) * (131072 / 16));  // a 61-block pool for huge positions
   for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i % 61);
   Fixture f(L, 3, 131072 / 16, table, 61, pos, seq, 80);
-  std::vector<float> inv(size_t(L.Dh / 2));
-  for (int i = 0; i < L.Dh / 2; ++i)
-    inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh)) / (i >= 18 ? 32.0f : 1.0f);
-  Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
-  const int64_t T = int64_t(pos.size());
-  Mirror qkv = act(random_floats(size_t(T * L.width()), 81, -2.0f, 2.0f), {T, L.width()});
-  for (bool gpu : {true, false}) {
-    const Status st = ops::qkv_rope_cache(
-        {.qkv = gpu ? qkv.gpu : qkv.cpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
-         .rope = {.inv_freq = gpu ? inv_freq.gpu : inv_freq.cpu, .concentration = 1.3465736f},
-         .batch = f.batch(gpu), .cache = f.cache(gpu)});
-    ASSERT_TRUE(st.ok()) << st.message();
-  }
+  const Mirror qkv = rope_cache_both(f, int64_t(pos.size()), 81);
   // One bf16 rounding of a 2-term FP32 expression (the GPU may fuse it into an fma): 1 bf16 ulp.
   EXPECT_TRUE(all_close(download(qkv.gpu), host_floats(qkv), 1e-3, 8e-3));
   EXPECT_TRUE(all_close(download(f.k.gpu), host_floats(f.k), 1e-3, 8e-3));
   EXPECT_EQ(download(f.v.gpu), host_floats(f.v));
+}
+
+// FP8 cache (--kv-cache-dtype fp8): the decode kernel widens the E4M3 codes to BF16 exactly and
+// applies the scales; the CPU reference reads code · scale. Same bound as BF16: the products are
+// the same up to where the scale multiplies (scales far from 1 so that a kernel ignoring them fails).
+TEST(CudaAttention, DecodeOverFp8Cache) {
+  MX_REQUIRE_CUDA();
+  for (int depth : {0, 127, 1000, 32768}) {
+    Fixture f({}, 1, depth / 16 + 2, {depth}, {0}, 240 + depth);
+    f.to_fp8(2.0f / 300.0f, 2.0f / 200.0f);
+    for (int window : {0, 128}) {
+      const auto [gpu, cpu] = run_attention(f, window, 250 + depth);
+      EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "depth " << depth << " window " << window;
+    }
+  }
+  Fixture batch({}, 3, 40, {5, 300, 629}, {2, 0, 1}, 260);
+  batch.to_fp8(0.01f, 0.02f);
+  const auto [gpu, cpu] = run_attention(batch, 0, 261);
+  EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "batch";
+  expect_odd_heads_match(262, std::pair{0.03f, 0.005f});
+}
+
+// qkv_rope_cache into an FP8 cache: v codes identical (v is not rotated: the same bf16 values on
+// both sides), k codes equal or one step apart (the GPU quantizes the BF16-rounded rotation).
+TEST(CudaAttention, RopeCacheWritesFp8Codes) {
+  MX_REQUIRE_CUDA();
+  const std::vector<int32_t> pos = {0, 1, 4095, 4096, 70000, 17}, seq = {0, 0, 1, 1, 2, 2};
+  Fixture f({}, 3, 70016 / 16, pooled_table(3, 70016 / 16, 61), 61, pos, seq, 270);
+  f.to_fp8(2.0f / 250.0f, 2.0f / 350.0f);
+  rope_cache_both(f, int64_t(pos.size()), 271);
+  EXPECT_EQ(fp8_codes(f.v, true), fp8_codes(f.v, false));
+  EXPECT_TRUE(fp8_codes_close(fp8_codes(f.k, true), fp8_codes(f.k, false)));
+}
+
+// kv_scales from a call's unrotated qkv: the same arithmetic on both backends over the same bf16
+// values (up to the sum of two squares' contraction: 1e-6 relative).
+TEST(CudaAttention, KvScalesMatchReference) {
+  MX_REQUIRE_CUDA();
+  for (const auto& [L, T] : {std::pair{Layout{}, int64_t(2048)}, std::pair{Layout{.H = 6, .Hkv = 2, .Dh = 10}, int64_t(3)}}) {
+    Mirror qkv = act(random_floats(size_t(T * L.width()), 280 + T, -3.0f, 2.0f), {T, L.width()});
+    Mirror scales = raw(std::vector<float>{0.0f, 0.0f}, DType::F32, {2});
+    for (bool gpu : {true, false})
+      ASSERT_TRUE(ops::kv_scales({.qkv = gpu ? qkv.gpu : qkv.cpu, .n_heads = L.H, .n_kv_heads = L.Hkv,
+                                  .head_dim = L.Dh, .concentration = 1.25f, .scales = gpu ? scales.gpu : scales.cpu})
+                      .ok());
+    const std::vector<float> g = download(scales.gpu), c = host_floats(scales);
+    EXPECT_TRUE(all_close(g, c, 1e-6, 0.0)) << g[0] << " " << c[0] << " " << g[1] << " " << c[1];
+    EXPECT_GT(c[0], 1.25f * 2.0f * 2.0f / 448.0f) << "k: the pair norm's bound exceeds |x| <= 3 (times 1.25, 2x headroom)";
+    EXPECT_LE(c[1], 2.0f * 3.0f / 448.0f);
+  }
 }
 
 // qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel for T <= 2,
@@ -162,12 +227,14 @@ struct ProjCase {
   std::vector<int32_t> pos, seq;
   bool norm;
   bool mxfp4 = false;  // the qkv weight in MXFP4 (--mxfp4-layers qkv): bf16_mxfp4w_gemv, T <= 4
+  bool fp8 = false;    // an FP8 cache (--kv-cache-dtype fp8)
 };
 
 struct ProjRun {
   std::vector<float> qkv_gpu, qkv_cpu, qkv_unfused;
   std::vector<float> cache_gpu, cache_unfused;  // k then v, whole caches
   std::vector<float> slots_gpu, slots_cpu;      // k then v of the batch's slots
+  std::vector<uint8_t> codes_gpu, codes_cpu, codes_unfused;  // FP8: k then v, whole caches
 };
 
 ProjRun run_projection(const ProjCase& c, uint64_t seed) {
@@ -176,6 +243,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   const int max_blocks = *std::max_element(c.pos.begin(), c.pos.end()) / L.B + 1;
   Fixture f(L, S, max_blocks, pooled_table(S, max_blocks, 97), 97, c.pos, c.seq, seed);
   Fixture g(L, S, max_blocks, pooled_table(S, max_blocks, 97), 97, c.pos, c.seq, seed);  // same cache, unfused ops
+  if (c.fp8) f.to_fp8(0.01f, 0.004f), g.to_fp8(0.01f, 0.004f);
   const int64_t T = int64_t(c.pos.size()), N = L.width(), D = c.D;
   std::vector<float> inv(size_t(L.Dh / 2));
   for (int i = 0; i < L.Dh / 2; ++i) inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh));
@@ -218,6 +286,15 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
                                    .batch = g.batch(true), .cache = g.cache(true)})
                   .ok());
   ProjRun r{.qkv_gpu = download(qkv.gpu), .qkv_cpu = host_floats(qkv), .qkv_unfused = download(qkv_u.gpu)};
+  if (c.fp8) {
+    for (auto [out, fx, gpu] : {std::tuple{&r.codes_gpu, &f, true}, std::tuple{&r.codes_cpu, &f, false},
+                                std::tuple{&r.codes_unfused, &g, true}})
+      for (const Mirror* m : {&fx->k, &fx->v}) {
+        const std::vector<uint8_t> codes = fp8_codes(*m, gpu);
+        out->insert(out->end(), codes.begin(), codes.end());
+      }
+    return r;
+  }
   const std::vector<float> kg = download(f.k.gpu), vg = download(f.v.gpu);
   const std::vector<float> kc = host_floats(f.k), vc = host_floats(f.v);
   r.cache_gpu = kg;
@@ -260,12 +337,22 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
       {{}, 2880, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {0, 0, 0, 0, 1, 1, 1, 1, 1}, true, true},  // decoded + cuBLASLt
       {odd, 96, {17}, {0}, true, true},                     // MXFP4, odd heads, fused at T = 1
       {odd, 96, {17, 3}, {0, 1}, true, true},               // MXFP4, Dh % 16 != 0: GEMV, then qkv_rope_cache
+      {{}, 2880, {4097}, {0}, true, false, true},           // FP8 cache: fused bf16_bf16w_gemv epilogue
+      {{}, 2880, {5, 6, 7}, {0, 0, 0}, true, false, true},  // FP8 cache: linear -> qkv_rope_cache
+      {{}, 2880, {5, 6, 7, 9}, {0, 0, 0, 1}, true, true, true},  // FP8 cache: bf16_mxfp4w_gemv_mma epilogue
+      {{}, 2880, {300}, {0}, false, true, true},            // FP8 cache: bf16_mxfp4w_gemv epilogue
   };
   uint64_t seed = 700;
   for (const ProjCase& c : cases) {
     const ProjRun r = run_projection(c, seed += 10);
     const std::string where = "T=" + std::to_string(c.pos.size()) + " H=" + std::to_string(c.L.H) +
-                              (c.norm ? " norm" : " no norm") + (c.mxfp4 ? " mxfp4" : "");
+                              (c.norm ? " norm" : " no norm") + (c.mxfp4 ? " mxfp4" : "") + (c.fp8 ? " fp8" : "");
+    if (c.fp8) {  // the cache's codes: GPU against the CPU, fused against the unfused GPU ops
+      EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse) << where;
+      EXPECT_TRUE(fp8_codes_close(r.codes_gpu, r.codes_cpu)) << where;
+      EXPECT_TRUE(fp8_codes_close(r.codes_gpu, r.codes_unfused)) << where;
+      continue;
+    }
     EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse) << where;
     EXPECT_LT(nmse(r.slots_gpu, r.slots_cpu), kProjectionNmse) << where;
     // Fused vs unfused on the GPU: the same bf16 values up to an FP32 sum of squares' last bit

@@ -29,5 +29,20 @@ TEST(BenchFloor, DecodeBytesMatchTheDesignBudget) {
   EXPECT_GT(all_experts, decode_step_bytes(*c20, 8, 0));
 }
 
+// --kv-cache-dtype fp8: the KV part of a step is read at 1 byte per element instead of 2; the
+// weights are unchanged.
+TEST(BenchFloor, Fp8KvCacheHalvesTheKvBytes) {
+  const ModelConfig c = synthetic_config("synthetic:120b").value();
+  const Mxfp4Layers none;
+  auto kv_bytes = [&](KvCacheDtype kv, int batch) {
+    return decode_step_bytes(c, batch, 32767, none, kv) - decode_step_bytes(c, batch, 0, none, kv);
+  };
+  EXPECT_NEAR(kv_bytes(KvCacheDtype::Fp8, 1), (18.0 * 32767 + 18.0 * 127) * 1024, 1.0);
+  EXPECT_NEAR(kv_bytes(KvCacheDtype::Fp8, 1), kv_bytes(KvCacheDtype::Auto, 1) / 2, 1.0);
+  EXPECT_NEAR(kv_bytes(KvCacheDtype::Fp8, 8), kv_bytes(KvCacheDtype::Auto, 8) / 2, 8.0);
+  // At depth 0 each of the 36 layers reads one position: 36 · 1024 bytes fewer, nothing else.
+  EXPECT_NEAR(decode_step_bytes(c, 1, 0) - decode_step_bytes(c, 1, 0, none, KvCacheDtype::Fp8), 36.0 * 1024, 1.0);
+}
+
 }  // namespace
 }  // namespace mx

@@ -1,5 +1,6 @@
 // `mxserve run --dump-logits` and `mxserve info` end to end on a fixture: the .npy holds
 // [steps, vocab] float32 rows equal to Hugging Face's greedy logits (row 0 = last prompt position).
+// --kv-cache-dtype / --kv-scale on run, bench and serve: bad values are clear errors.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -73,6 +74,44 @@ TEST(CliRun, InfoReportsAMatchingCheckpointAndFailsOnAMissingModel) {
   const auto [code2, text2] = test::run_command(test::mxserve_binary().string() + " info no-such-org/no-model");
   EXPECT_EQ(code2, 1) << text2;
   EXPECT_NE(text2.find("not found"), std::string::npos) << text2;
+}
+
+// Refused before the model loads (serve: before it binds), each error naming what is accepted.
+TEST(CliRun, KvCacheDtypeAndScaleErrors) {
+  const std::string bin = test::mxserve_binary().string() + " ";
+  const std::string model = (test::fixtures_dir() / "models" / "tiny").string();
+  const std::string run = bin + "run " + model + " --backend cpu --prompt-ids 1,2 -n 1 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {run + "--kv-cache-dtype fp16", "--kv-cache-dtype: unknown value 'fp16' (use auto or fp8)"},
+      {run + "--kv-scale 0.5", "--kv-scale is only valid with --kv-cache-dtype fp8"},
+      {run + "--kv-cache-dtype auto --kv-scale 0.5", "--kv-scale is only valid with --kv-cache-dtype fp8"},
+      {run + "--kv-cache-dtype fp8 --kv-scale 0,1", "--kv-scale: '0' is not a positive finite number"},
+      {run + "--kv-cache-dtype fp8 --kv-scale 1,2,3", "--kv-scale: '2,3' is not a positive finite number"},
+      {bin + "bench " + model + " --backend cpu --kv-cache-dtype fp8_e5m2", "unknown value 'fp8_e5m2' (use auto or fp8)"},
+      {bin + "serve " + model + " --backend cpu --port 0 --kv-cache-dtype fp8 --kv-scale 1,nan",
+       "--kv-scale: 'nan' is not a positive finite number"},
+  };
+  for (const auto& [cmd, want] : cases) {
+    const auto [code, out] = test::run_command(cmd);
+    EXPECT_EQ(code, 1) << cmd << "\n" << out;
+    EXPECT_NE(out.find(want), std::string::npos) << cmd << "\n" << out;
+  }
+  // bench's cache is random bytes with scales 1: it has no --kv-scale.
+  const auto [code, out] = test::run_command(bin + "bench " + model + " --kv-cache-dtype fp8 --kv-scale 1");
+  EXPECT_NE(code, 0) << out;
+}
+
+TEST(CliRun, Fp8KvCacheRunsCalibratedOrWithFixedScales) {
+  const std::string run = test::mxserve_binary().string() + " run " +
+                          (test::fixtures_dir() / "models" / "tiny").string() +
+                          " --backend cpu --ignore-eos --prompt-ids 5,6,7,8,9 -n 3 --kv-cache-dtype fp8";
+  const auto [code, out] = test::run_command(run);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("KV cache fp8: scales calibrated from the first prefill step (5 tokens)"), std::string::npos)
+      << out;
+  const auto [code2, out2] = test::run_command(run + " --kv-scale 0.02,0.01");
+  EXPECT_EQ(code2, 0) << out2;
+  EXPECT_EQ(out2.find("calibrated"), std::string::npos) << out2;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
+#include "engine_fixture.h"
 #include "test_util.h"
 
 namespace mx {
@@ -19,20 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const Model& tiny_model() {
-  static std::unique_ptr<Model> m = [] {
-    auto r = Model::load((test::fixtures_dir() / "models" / "tiny").string(), Device::CPU, ShowProgress::No);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? std::move(r).value() : nullptr;
-  }();
-  return *m;
-}
-
-std::vector<int32_t> make_prompt(int n, int seed) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(int32_t((seed * 37 + i * 11) % 300));
-  return p;
-}
+using test::make_prompt;
+using test::tiny_model;
 
 struct Collected {
   std::vector<int32_t> tokens;

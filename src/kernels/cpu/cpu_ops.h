@@ -12,6 +12,7 @@ Status rmsnorm(const ops::RmsNormArgs& a);
 Status linear(const ops::LinearArgs& a);
 Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
+Status kv_scales(const ops::KvScalesArgs& a);
 Status qkv_projection(const ops::QkvProjectionArgs& a);  // linear -> qkv_rope_cache
 Status attention(const ops::AttentionArgs& a);
 Status router_topk(const ops::RouterTopkArgs& a);

@@ -109,9 +109,13 @@ __device__ __forceinline__ int2 init_rows(const AttentionPrefillParams& p, int2 
 // up to 64): a key's slot in its block and its block's place in the tile are the same in every
 // tile, so the per-chunk offsets are computed once and a load costs one multiply-add in 32 bits
 // (offsets in 16-byte units are < 2^31: launcher contract). Kernels instantiate both.
-template <int kThreads, bool kAligned>
+// kFp8 (an FP8 cache: E4M3 rows of 64 bytes): the same chunks are 8 bytes of codes, loaded into
+// registers by load() and widened exactly to BF16 into shared memory by land(), which the kernels
+// call after the current tile's products, so the loads' latency still overlaps them.
+template <int kThreads, bool kAligned, bool kFp8 = false>
 struct KvLoader {
   static constexpr int kPerThread = kKeys * 8 / kThreads;  // 16-byte chunks of K (and of V) per thread
+  uint2 kr[kFp8 ? kPerThread : 1], vr[kFp8 ? kPerThread : 1];  // kFp8: the codes loaded, not yet landed
   int blk[kPerThread];
   int cofs[kPerThread];  // kAligned: (key % B · Hkv + g) · 8 + chunk
   int kblk[kPerThread];  // kAligned: key / B, the key's block within the tile
@@ -134,10 +138,10 @@ struct KvLoader {
       blk[i] = j >= lo && j <= hi ? table[e] : 0;
     }
   }
-  // Keys k0..k0+63 into shared memory (cp.async); keys outside lo..hi are zero-filled (never read
-  // from the cache: past the sequence's blocks the table holds no valid block).
-  __device__ __forceinline__ void load(const AttentionPrefillParams& p, int k0, int lo, int hi, uint4* ks,
-                                       uint4* vs) const {
+  // Keys k0..k0+63 into shared memory (cp.async; kFp8: into registers, for land()); keys outside
+  // lo..hi are zero-filled (never read from the cache: past the sequence's blocks the table holds no
+  // valid block). Offsets count chunks: 16 bytes of BF16 or 8 bytes of E4M3.
+  __device__ __forceinline__ void load(const AttentionPrefillParams& p, int k0, int lo, int hi, uint4* ks, uint4* vs) {
     const uint4* kc = static_cast<const uint4*>(p.k_cache);
     const uint4* vc = static_cast<const uint4*>(p.v_cache);
 #pragma unroll
@@ -150,10 +154,35 @@ struct KvLoader {
       } else if (ok) {
         off = ((int64_t(blk[i]) * B + j % B) * Hkv + g) * (kDh / 8) + int(threadIdx.x) % 8;
       }
-      const int slot = swz(key(i), int(threadIdx.x) % 8);
-      dev::cp_async16(ks + slot, kc + off, ok);
-      dev::cp_async16(vs + slot, vc + off, ok);
+      if constexpr (kFp8) {
+        kr[i] = ok ? __ldg(static_cast<const uint2*>(p.k_cache) + off) : make_uint2(0, 0);
+        vr[i] = ok ? __ldg(static_cast<const uint2*>(p.v_cache) + off) : make_uint2(0, 0);
+      } else {
+        const int slot = swz(key(i), int(threadIdx.x) % 8);
+        dev::cp_async16(ks + slot, kc + off, ok);
+        dev::cp_async16(vs + slot, vc + off, ok);
+      }
     }
+  }
+  // kFp8: the codes of the last load() as BF16 into its tile (made visible by the kernel's barrier
+  // before the tile's products, with the async-proxy fence for wgmma); nothing for BF16.
+  __device__ __forceinline__ void land(uint4* ks, uint4* vs) const {
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int slot = swz(key(i), int(threadIdx.x) % 8);
+        ks[slot] = dev::e4m3x8_to_bf16x8(kr[i]);
+        vs[slot] = dev::e4m3x8_to_bf16x8(vr[i]);
+      }
+    }
+  }
+};
+
+// An FP8 cache's scales (1 for BF16): K's joins the softmax scale, V's the output.
+struct KvScales {
+  float k = 1.0f, v = 1.0f;
+  __device__ __forceinline__ explicit KvScales(const AttentionPrefillParams& p) {
+    if (p.kv_scales) k = p.kv_scales[0], v = p.kv_scales[1];
   }
 };
 
@@ -231,11 +260,11 @@ __device__ __forceinline__ void p_fragment(const Frag<MT>& s, int mt, int kk, ui
   a[3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
 }
 
-// out = o / (l + 2^(sink - m)) for the thread's valid rows; st.l holds the lane's share of each
+// out = v_scale · o / (l + 2^(sink - m)) for the thread's valid rows; st.l holds the lane's share of each
 // row's sum (summed over the row's 4 lanes here) or, with kWholeSums, the whole sum.
 template <int MT, bool kWholeSums = false>
 __device__ __forceinline__ void store_out(const AttentionPrefillParams& p, int2 tile, int g, int G, const Frag<MT>& o,
-                                          RowState<MT>& st) {
+                                          RowState<MT>& st, float v_scale) {
   const int c = threadIdx.x % 4;
 #pragma unroll
   for (int r = 0; r < 2 * MT; ++r) {
@@ -246,7 +275,7 @@ __device__ __forceinline__ void store_out(const AttentionPrefillParams& p, int2 
     }
     const Row w = tile_row<MT>(r, tile, g, G);
     if (w.token < 0) continue;
-    const float inv = 1.0f / (l + fast_exp2(row_sink(p, w) - st.m[r]));
+    const float inv = v_scale / (l + fast_exp2(row_sink(p, w) - st.m[r]));
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + int64_t(w.token) * p.H * kDh + w.head * kDh;
 #pragma unroll
     for (int n = 0; n < 8; ++n)

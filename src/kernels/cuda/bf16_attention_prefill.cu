@@ -135,7 +135,7 @@ using KvStages = uint4[kStages][kKeys * 8];  // the ring of K (or V) tiles
 
 // One (query tile, kv head): loops over the key tiles that any of its rows can see, kStages - 1
 // tiles loading (cp.async) while the current one is multiplied.
-template <bool kAligned>
+template <bool kAligned, bool kFp8>
 __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int2 tile, KvStages& ks, KvStages& vs) {
   __shared__ int row_lo[kRows], row_hi[kRows];
   const int g = blockIdx.y, G = p.H / p.Hkv;
@@ -147,13 +147,17 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
   load_q(p, tile, g, G, qf);
   Frag<kMT> o = {};
   const int32_t* table = p.block_tables + int64_t(p.seq_index[tile.x]) * p.max_blocks;
-  const float scale_log2 = p.scale * kLog2e;
+  const KvScales scales(p);
+  const float scale_log2 = p.scale * kLog2e * scales.k;
   const int first = lo / kKeys, last = hi / kKeys;
-  KvLoader<kThreads, kAligned> kv(int(p.block_size), p.Hkv, g);
+  KvLoader<kThreads, kAligned, kFp8> kv(int(p.block_size), p.Hkv, g);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {  // one commit group per tile, empty past the last
     kv.fetch(table, (first + s) * kKeys, lo, hi);
-    if (first + s <= last) kv.load(p, (first + s) * kKeys, lo, hi, ks[s], vs[s]);
+    if (first + s <= last) {
+      kv.load(p, (first + s) * kKeys, lo, hi, ks[s], vs[s]);
+      kv.land(ks[s], vs[s]);
+    }
     dev::cp_async_commit();
   }
   kv.fetch(table, (first + kStages - 1) * kKeys, lo, hi);
@@ -161,9 +165,8 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
     const int stage = (kt - first) % kStages, k0 = kt * kKeys;
     dev::cp_async_wait<kStages - 2>();  // tile kt has landed (for this thread) ...
     __syncthreads();                    // ... for all threads; the stage read at kt - 1 is free
-    const int ahead = kt + kStages - 1;
-    if (ahead <= last) kv.load(p, ahead * kKeys, lo, hi, ks[(stage + kStages - 1) % kStages],
-                               vs[(stage + kStages - 1) % kStages]);
+    const int ahead = kt + kStages - 1, ahead_stage = (stage + kStages - 1) % kStages;
+    if (ahead <= last) kv.load(p, ahead * kKeys, lo, hi, ks[ahead_stage], vs[ahead_stage]);
     dev::cp_async_commit();
     kv.fetch(table, (ahead + 1) * kKeys, lo, hi);
     if (st.sees(k0)) {  // the warp skips key tiles none of its rows sees
@@ -176,8 +179,9 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
       if (moved) rescale(o, alpha);
       pv_accumulate(s, vs[stage], o);
     }
+    if (ahead <= last) kv.land(ks[ahead_stage], vs[ahead_stage]);  // FP8 (the stage read at kt - 1 is free)
   }
-  store_out(p, tile, g, G, o, st);
+  store_out(p, tile, g, G, o, st, scales.v);
 }
 
 // Grid (grid_tiles, Hkv); block x takes tiles x, x + grid_tiles, ... counted from the last one, so
@@ -187,12 +191,13 @@ __global__ void __launch_bounds__(kThreads, 2) bf16_attention_prefill(AttentionP
   KvStages& ks = *reinterpret_cast<KvStages*>(smem);
   KvStages& vs = *reinterpret_cast<KvStages*>(smem + kStages * kKeys * 8);
   const int n_tiles = *p.num_tiles;
-  const bool aligned = kKeys % p.block_size == 0;
+  const bool aligned = kKeys % p.block_size == 0, fp8 = p.kv_scales != nullptr;
   for (int i = blockIdx.x; i < n_tiles; i += gridDim.x) {
-    if (aligned)
-      attend_tile<true>(p, p.tiles[n_tiles - 1 - i], ks, vs);
+    const int2 tile = p.tiles[n_tiles - 1 - i];
+    if (fp8)
+      aligned ? attend_tile<true, true>(p, tile, ks, vs) : attend_tile<false, true>(p, tile, ks, vs);
     else
-      attend_tile<false>(p, p.tiles[n_tiles - 1 - i], ks, vs);
+      aligned ? attend_tile<true, false>(p, tile, ks, vs) : attend_tile<false, false>(p, tile, ks, vs);
     __syncthreads();  // the next tile's first loads overwrite stages still being read
   }
 }

@@ -108,7 +108,7 @@ struct Smem {
 // One (query tile, kv head). The ring: at key tile kt (after the barrier) tiles kt - 1 (its V, for
 // the P V still to issue), kt, and up to kt + kStages - 2 are resident or loading; the stage of kt - 2
 // is free, because every warpgroup waited for its P V of kt - 2 before this barrier.
-template <bool kAligned>
+template <bool kAligned, bool kFp8>
 __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int2 tile, const Smem& sm) {
   __shared__ int row_lo[kRows], row_hi[kRows];
   const int g = blockIdx.y, G = p.H / p.Hkv, wg = threadIdx.x / 128;
@@ -117,14 +117,18 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
   const int lo = range.x, hi = range.y;
 
   const int32_t* table = p.block_tables + int64_t(p.seq_index[tile.x]) * p.max_blocks;
-  const float scale_log2 = p.scale * kLog2e;
+  const KvScales scales(p);
+  const float scale_log2 = p.scale * kLog2e * scales.k;
   const int first = lo / kKeys, last = hi / kKeys;
-  KvLoader<kThreads, kAligned> kv(int(p.block_size), p.Hkv, g);
+  KvLoader<kThreads, kAligned, kFp8> kv(int(p.block_size), p.Hkv, g);
   load_q(p, tile, g, G, sm.q);  // joins the first tile's commit group
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {  // one commit group per tile, empty past the last
     kv.fetch(table, (first + s) * kKeys, lo, hi);
-    if (first + s <= last) kv.load(p, (first + s) * kKeys, lo, hi, sm.k + s * kKeys * 8, sm.v + s * kKeys * 8);
+    if (first + s <= last) {
+      kv.load(p, (first + s) * kKeys, lo, hi, sm.k + s * kKeys * 8, sm.v + s * kKeys * 8);
+      kv.land(sm.k + s * kKeys * 8, sm.v + s * kKeys * 8);
+    }
     dev::cp_async_commit();
   }
   kv.fetch(table, (first + kStages - 2) * kKeys, lo, hi);
@@ -175,6 +179,8 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) p_fragment(s, 0, kk, pa[kk]);
     prev_v = v_desc + stage * kStageV;
+    // FP8: the ahead tile's codes, widened (the stage of kt - 2 stays free until the next barrier).
+    if (ahead <= last) kv.land(sm.k + ahead_stage * kKeys * 8, sm.v + ahead_stage * kKeys * 8);
   }
   wgmma_fence();
   pv_issue(o, ol, pa, prev_v);
@@ -182,7 +188,7 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
   fence_operands(o);
   fence_operands(ol);
   st.l[0] = ol[0], st.l[1] = ol[2];  // rows g and g + 8
-  store_out<kMT, true>(p, tile, g, G, o, st);
+  store_out<kMT, true>(p, tile, g, G, o, st, scales.v);
 }
 #endif  // MX_HAVE_WGMMA
 
@@ -198,12 +204,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) bf16_attention_prefill
     sm.ones[i] = make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);
   // (made visible to wgmma by the fence and barrier before the first tile's products)
   const int n_tiles = *p.num_tiles;
-  const bool aligned = kKeys % p.block_size == 0;
+  const bool aligned = kKeys % p.block_size == 0, fp8 = p.kv_scales != nullptr;
   for (int i = blockIdx.x; i < n_tiles; i += gridDim.x) {
-    if (aligned)
-      attend_tile<true>(p, p.tiles[n_tiles - 1 - i], sm);
+    const int2 tile = p.tiles[n_tiles - 1 - i];
+    if (fp8)
+      aligned ? attend_tile<true, true>(p, tile, sm) : attend_tile<false, true>(p, tile, sm);
     else
-      attend_tile<false>(p, p.tiles[n_tiles - 1 - i], sm);
+      aligned ? attend_tile<true, false>(p, tile, sm) : attend_tile<false, false>(p, tile, sm);
     __syncthreads();  // the next tile's first loads overwrite Q and stages still being read
   }
 #else

@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -132,6 +133,33 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
+}
+
+// ---- FP8 E4M3 KV cache (--kv-cache-dtype fp8) -------------------------------------------------
+// The code stored for value v with inv_scale = 1 / scale (__frcp_rn: as the CPU's 1.0f / scale):
+// v · inv_scale rounded to nearest even, saturating at ±448, as core/dtype f32_to_fp8_e4m3.
+__device__ __forceinline__ uint8_t kv_fp8_code(float v, float inv_scale) {
+  return __nv_cvt_float_to_fp8(v * inv_scale, __NV_SATFINITE, __NV_E4M3);
+}
+// Two E4M3 codes (low byte first) -> a BF16 pair, exactly (every E4M3 value is a BF16 value).
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t codes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+// 8 E4M3 codes -> 8 FP16 values (16 bytes), in order: one cvt per pair, exact.
+__device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint2 c) {
+  auto cvt = [](uint32_t two) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two), __NV_E4M3);
+    return uint32_t(h.x) | (uint32_t(h.y) << 16);
+  };
+  return make_uint4(cvt(c.x & 0xffffu), cvt(c.x >> 16), cvt(c.y & 0xffffu), cvt(c.y >> 16));
+}
+// 8 E4M3 codes -> 8 BF16 values (16 bytes), in order.
+__device__ __forceinline__ uint4 e4m3x8_to_bf16x8(uint2 c) {
+  return make_uint4(e4m3x2_to_bf16x2(uint16_t(c.x)), e4m3x2_to_bf16x2(uint16_t(c.x >> 16)),
+                    e4m3x2_to_bf16x2(uint16_t(c.y)), e4m3x2_to_bf16x2(uint16_t(c.y >> 16)));
 }
 
 // Asks L2 for the line holding p (no register, no wait): for values a kernel reads only at its end.

@@ -36,6 +36,7 @@ Status linear_gemm(const ops::LinearArgs& a);  // cuBLASLt (after the rmsnorm ke
 bool linear_gemv_supported(const ops::LinearArgs& a);  // shape/alignment contract of the GEMV
 Status gather_rows(const ops::GatherRowsArgs& a);
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
+Status kv_scales(const ops::KvScalesArgs& a);  // bf16_kv_scales
 // qkv_projection for T <= kern::kGemvMaxTokens: bf16_bf16w_gemv with the RoPE + cache epilogue
 Status qkv_projection_fused(const ops::QkvProjectionArgs& a);
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a);

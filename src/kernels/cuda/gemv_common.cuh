@@ -138,20 +138,24 @@ __device__ __forceinline__ void rope_cache_store(const RopeCacheParams& rope, in
     v1 = r1;
   }
   const __nv_bfloat16 o[kRows] = {__float2bfloat16(v0), __float2bfloat16(v1)};
-  const int64_t k0 = int64_t(rope.H) * rope.Dh, v_start = k0 + int64_t(rope.Hkv) * rope.Dh;
-  __nv_bfloat16* cache = nullptr;
-  int64_t base = 0;
-  if (rows[0] >= k0) {  // a k or v row: the cache slot of this token, laid out (Hkv, Dh) like qkv
-    const int32_t block = rope.block_tables[int64_t(rope.seq_index[t]) * rope.max_blocks + pos / rope.block_size];
-    const int64_t slot = (int64_t(block) * rope.block_size + pos % rope.block_size) * rope.Hkv * rope.Dh;
-    const bool is_v = rows[0] >= v_start;
-    cache = static_cast<__nv_bfloat16*>(is_v ? rope.v_cache : rope.k_cache) + slot;
-    base = is_v ? v_start : k0;
-  }
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    out[int64_t(t) * N + rows[r]] = o[r];
-    if (cache) cache[rows[r] - base] = o[r];
+  for (int r = 0; r < kRows; ++r) out[int64_t(t) * N + rows[r]] = o[r];
+  const int64_t k0 = int64_t(rope.H) * rope.Dh, v_start = k0 + int64_t(rope.Hkv) * rope.Dh;
+  if (rows[0] < k0) return;
+  // A k or v row: the cache slot of this token, laid out (Hkv, Dh) like qkv.
+  const int32_t block = rope.block_tables[int64_t(rope.seq_index[t]) * rope.max_blocks + pos / rope.block_size];
+  const int64_t slot = (int64_t(block) * rope.block_size + pos % rope.block_size) * rope.Hkv * rope.Dh;
+  const bool is_v = rows[0] >= v_start;
+  const int64_t at = slot - (is_v ? v_start : k0);
+  void* cache = is_v ? rope.v_cache : rope.k_cache;
+  if (rope.kv_scales) {
+    const float inv = __frcp_rn(rope.kv_scales[is_v ? 1 : 0]);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      static_cast<uint8_t*>(cache)[at + rows[r]] = dev::kv_fp8_code(__bfloat162float(o[r]), inv);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) static_cast<__nv_bfloat16*>(cache)[at + rows[r]] = o[r];
   }
 }
 

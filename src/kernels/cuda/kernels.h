@@ -52,12 +52,23 @@ struct RopeCacheParams {
   const int32_t* positions;     // (T)
   const int32_t* seq_index;     // (T)
   const int32_t* block_tables;  // (S, max_blocks)
-  void* k_cache;                // (num_blocks, B, Hkv, Dh) bf16
+  void* k_cache;                // (num_blocks, B, Hkv, Dh) bf16, or e4m3 with kv_scales
   void* v_cache;
+  const float* kv_scales;       // (2) K, V scale of an FP8 cache (element = value / scale); null: bf16
   int64_t T, max_blocks, block_size;
   int H, Hkv, Dh;
 };
 cudaError_t run_bf16_qkv_rope_cache(const RopeCacheParams& p, cudaStream_t s);
+
+// bf16_kv_scales.cu: the FP8 cache scales of one layer from a call's unrotated qkv (ops::kv_scales).
+struct KvScalesParams {
+  const void* qkv;  // (T, (H + 2 Hkv) Dh) bf16
+  float* scales;    // (2) out
+  float concentration, headroom, fp8_max;  // ops::kKvScaleHeadroom, ops::kFp8E4m3Max
+  int64_t T;
+  int H, Hkv, Dh;
+};
+cudaError_t run_bf16_kv_scales(const KvScalesParams& p, cudaStream_t s);
 
 // bf16_bf16w_gemv.cu: out (T, N) (=|+=) x' (T, Kin) . W (N, Kin)^T + bias, T <= kGemvMaxTokens;
 // x' = x, or rmsnorm(x) rounded to bf16 when norm_weight is set (x staged in shared memory); with
@@ -107,8 +118,9 @@ struct AttentionParams {
   const int32_t* positions;
   const int32_t* seq_index;
   const int32_t* block_tables;
-  const void* k_cache;
+  const void* k_cache;  // (num_blocks, B, Hkv, Dh) bf16, or e4m3 with kv_scales
   const void* v_cache;
+  const float* kv_scales;  // (2) K, V scale of an FP8 cache; null: bf16
   void* out;        // (T, H Dh) bf16
   float* partials;  // (T, H, splits, kAttnPartialFloats) f32 scratch (splits > 1)
   int64_t T, max_blocks, block_size;
@@ -129,8 +141,9 @@ struct AttentionPrefillParams {
   const int32_t* positions;     // (T)
   const int32_t* seq_index;     // (T)
   const int32_t* block_tables;  // (S, max_blocks)
-  const void* k_cache;          // (num_blocks, B, Hkv, Dh) bf16
+  const void* k_cache;          // (num_blocks, B, Hkv, Dh) bf16, or e4m3 with kv_scales
   const void* v_cache;
+  const float* kv_scales;       // (2) K, V scale of an FP8 cache; null: bf16
   void* out;           // (T, H Dh) bf16
   int2* tiles;         // (T) scratch: {first token, tokens} of each query tile
   int32_t* num_tiles;  // (1) scratch

@@ -1,4 +1,5 @@
-// Launchers of the attention CUDA ops: qkv_rope_cache (RoPE + paged-cache write), attention by the
+// Launchers of the attention CUDA ops: qkv_rope_cache (RoPE + paged-cache write), kv_scales (an
+// FP8 cache's calibration), attention by the
 // split-K decode kernel (any T) and by the tiled prefill kernel (many tokens; dispatch.cpp picks);
 // each checks its kernel's contract first.
 #include <algorithm>
@@ -12,21 +13,26 @@ namespace {
 // token (4-tile ring): 1 -> 36.1 us, 2 -> 31.6, 3 -> 39.2, 4 -> 39.9 (PERFORMANCE.md, "Decode
 // attention on the tensor cores").
 constexpr int kBlocksPerSm = 2;
+// The same with an FP8 cache, whose tiles cost more instructions per byte (the widening): depth
+// 32768, 2 -> 23.9 us, 3 -> 22.8, 4 -> 21.7 (the 64-split cap: more change nothing).
+constexpr int kBlocksPerSmFp8 = 4;
 
 // Splits for a call (the grid): enough blocks to fill the GPU, no more than the longest key range
 // needs. The longest range is bounded by the block table (no host sync to read the positions);
 // each token uses only the splits its own range needs (the kernel decides, kAttnMinKeysPerSplit
 // keys or more each). One split where the kernel has no merge counters for every (token, kv head)
 // (then the call has far more than enough blocks anyway).
-int attention_splits(int64_t T, int Hkv, int64_t max_keys) {
+int attention_splits(int64_t T, int Hkv, int64_t max_keys, bool fp8) {
   if (T * Hkv > kern::kAttnMergeCounters) return 1;
-  const int64_t fill = (int64_t(kBlocksPerSm) * sm_count() + T * Hkv - 1) / (T * Hkv);
+  const int64_t blocks = int64_t(fp8 ? kBlocksPerSmFp8 : kBlocksPerSm) * sm_count();
+  const int64_t fill = (blocks + T * Hkv - 1) / (T * Hkv);
   const int64_t need = (max_keys + kern::kAttnMinKeysPerSplit - 1) / kern::kAttnMinKeysPerSplit;
   return int(std::clamp<int64_t>(std::min(fill, need), 1, kern::kAttnMaxSplits));
 }
 
 Status check_cache_layout(const char* kernel, const ops::KvLayer& c, const ops::TokenBatch& b) {
-  MX_CHECK(c.k.dtype == DType::BF16 && c.v.dtype == DType::BF16, "{}: the KV cache must be bf16", kernel);
+  MX_CHECK(kv_dtype_ok(c), "{}: the KV cache must be bf16 or f8_e4m3 (got {}, {})", kernel, dtype_name(c.k.dtype),
+           dtype_name(c.v.dtype));
   MX_CHECK(c.v.dim(0) == c.k.dim(0) && c.v.dim(1) == c.k.dim(1) && c.v.dim(2) == c.k.dim(2) && c.v.dim(3) == c.k.dim(3),
            "{}: k cache {} and v cache {} differ", kernel, c.k.shape_str(), c.v.shape_str());
   MX_CHECK(c.k.dim(1) > 0 && b.block_tables.dim(1) > 0, "{}: empty block size or block table", kernel);
@@ -41,10 +47,20 @@ Status launch_bf16_qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
                                 .positions = a.batch.positions.ptr<const int32_t>(),
                                 .seq_index = a.batch.seq_index.ptr<const int32_t>(),
                                 .block_tables = a.batch.block_tables.ptr<const int32_t>(),
-                                .k_cache = a.cache.k.data, .v_cache = a.cache.v.data, .T = a.qkv.dim(0),
+                                .k_cache = a.cache.k.data, .v_cache = a.cache.v.data,
+                                .kv_scales = kv_scales_of(a.cache), .T = a.qkv.dim(0),
                                 .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1),
                                 .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
   return kernel_status("bf16_qkv_rope_cache", kern::run_bf16_qkv_rope_cache(p, stream()));
+}
+
+Status launch_bf16_kv_scales(const ops::KvScalesArgs& a) {
+  MX_CHECK(a.qkv.dtype == DType::BF16 && a.head_dim % 2 == 0, "bf16_kv_scales: bf16 qkv and an even head_dim needed");
+  const kern::KvScalesParams p{.qkv = a.qkv.data, .scales = a.scales.ptr<float>(),
+                               .concentration = a.concentration, .headroom = ops::kKvScaleHeadroom,
+                               .fp8_max = ops::kFp8E4m3Max, .T = a.qkv.dim(0), .H = a.n_heads, .Hkv = a.n_kv_heads,
+                               .Dh = a.head_dim};
+  return kernel_status("bf16_kv_scales", kern::run_bf16_kv_scales(p, stream()));
 }
 
 Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
@@ -59,14 +75,15 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
   if (T == 0) return ok_status();
   int64_t max_keys = a.batch.block_tables.dim(1) * a.cache.k.dim(1);
   if (a.window > 0) max_keys = std::min<int64_t>(max_keys, a.window);
-  const int splits = attention_splits(T, a.n_kv_heads, max_keys);
+  const int splits = attention_splits(T, a.n_kv_heads, max_keys, a.cache.fp8());
   void* ws;
   MX_ASSIGN(ws, workspace(size_t(T) * a.n_heads * splits * kern::kAttnPartialFloats * sizeof(float)));
   const kern::AttentionParams p{.qkv = a.qkv.data, .sinks = a.sinks.data, .sinks_f32 = a.sinks.dtype == DType::F32,
                                 .positions = a.batch.positions.ptr<const int32_t>(),
                                 .seq_index = a.batch.seq_index.ptr<const int32_t>(),
                                 .block_tables = a.batch.block_tables.ptr<const int32_t>(),
-                                .k_cache = a.cache.k.data, .v_cache = a.cache.v.data, .out = a.out.data,
+                                .k_cache = a.cache.k.data, .v_cache = a.cache.v.data,
+                                .kv_scales = kv_scales_of(a.cache), .out = a.out.data,
                                 .partials = static_cast<float*>(ws), .T = T,
                                 .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1),
                                 .H = a.n_heads, .Hkv = a.n_kv_heads, .window = a.window, .splits = splits,
@@ -115,7 +132,8 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillK
       .qkv = a.qkv.data, .sinks = a.sinks.data, .sinks_f32 = a.sinks.dtype == DType::F32,
       .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
       .block_tables = a.batch.block_tables.ptr<const int32_t>(), .k_cache = a.cache.k.data,
-      .v_cache = a.cache.v.data, .out = a.out.data, .tiles = static_cast<int2*>(ws),
+      .v_cache = a.cache.v.data, .kv_scales = kv_scales_of(a.cache), .out = a.out.data,
+      .tiles = static_cast<int2*>(ws),
       .num_tiles = reinterpret_cast<int32_t*>(static_cast<int2*>(ws) + T), .T = T,
       .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1), .H = a.n_heads,
       .Hkv = a.n_kv_heads, .window = a.window, .grid_tiles = int(std::max<int64_t>(grid, 1)), .scale = a.scale};
@@ -126,6 +144,7 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillK
 }  // namespace
 
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) { return launch_bf16_qkv_rope_cache(a); }
+Status kv_scales(const ops::KvScalesArgs& a) { return launch_bf16_kv_scales(a); }
 Status attention_decode(const ops::AttentionArgs& a) { return launch_bf16_attention_decode(a); }
 Status attention_prefill(const ops::AttentionArgs& a, PrefillKernel kernel) {
   return launch_bf16_attention_prefill(a, kernel);

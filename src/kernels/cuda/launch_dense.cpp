@@ -89,16 +89,17 @@ Status launch_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
   const ops::LinearArgs lin = linear_of(a);
   MX_ASSIGN(kern::GemvParams p, gemv_params(lin));
   const std::string name = fmt::format("{} (qkv epilogue)", gemv_name(lin));
-  MX_CHECK(a.cache.k.dtype == DType::BF16 && a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 &&
-               a.cache.v.dim(1) == a.cache.k.dim(1) && a.cache.v.dim(2) == a.cache.k.dim(2) &&
-               a.cache.v.dim(3) == a.cache.k.dim(3) && a.batch.block_tables.dim(1) > 0,
-           "{}: bf16 k and v caches of one layout and a block table needed", name);
+  MX_CHECK(kv_dtype_ok(a.cache) && a.cache.k.dim(1) > 0 && a.cache.v.dim(1) == a.cache.k.dim(1) &&
+               a.cache.v.dim(2) == a.cache.k.dim(2) && a.cache.v.dim(3) == a.cache.k.dim(3) &&
+               a.batch.block_tables.dim(1) > 0,
+           "{}: bf16 or f8_e4m3 k and v caches of one layout and a block table needed", name);
   MX_CHECK(a.qkv.dtype == DType::BF16, "{}: qkv must be bf16", name);
   p.rope_cache = true;
   p.rope = {.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(), .concentration = a.rope.concentration,
             .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
             .block_tables = a.batch.block_tables.ptr<const int32_t>(), .k_cache = a.cache.k.data,
-            .v_cache = a.cache.v.data, .T = a.qkv.dim(0), .max_blocks = a.batch.block_tables.dim(1),
+            .v_cache = a.cache.v.data, .kv_scales = kv_scales_of(a.cache), .T = a.qkv.dim(0),
+            .max_blocks = a.batch.block_tables.dim(1),
             .block_size = a.cache.k.dim(1), .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
   return kernel_status(name.c_str(), run_gemv(p, stream()));
 }
@@ -238,8 +239,8 @@ bool linear_gemv_supported(const ops::LinearArgs& a) {
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
   const ops::LinearArgs lin = linear_of(a);
   const bool heads_ok = !mxfp4_mma(lin) || a.head_dim % 16 == 0;  // bf16_mxfp4w_gemv_mma's rotation tiles
-  return linear_gemv_supported(lin) && heads_ok && a.qkv.dtype == DType::BF16 && a.cache.k.dtype == DType::BF16 &&
-         a.cache.v.dtype == DType::BF16 && a.cache.k.dim(1) > 0 && a.batch.block_tables.dim(1) > 0;
+  return linear_gemv_supported(lin) && heads_ok && a.qkv.dtype == DType::BF16 && kv_dtype_ok(a.cache) &&
+         a.cache.k.dim(1) > 0 && a.batch.block_tables.dim(1) > 0;
 }
 
 Status qkv_projection_fused(const ops::QkvProjectionArgs& a) {
