@@ -177,6 +177,10 @@ struct KvLayer {
 // 1. The headroom leaves one binade for later tokens larger than the first prefill's.
 constexpr float kKvScaleHeadroom = 2.0f;
 constexpr float kFp8E4m3Max = 448.0f;
+// Scales a cache accepts (--kv-scale): 1 / scale stays a finite float (a zero would else become
+// 0 · inf = NaN), and a K scale of at most 100 (values up to 44,800) keeps the decode kernel's Q,
+// prescaled by the K scale into FP16, far from overflow.
+constexpr float kMinKvScale = 1e-20f, kMaxKvScale = 100.0f;
 struct KvScalesArgs {
   Tensor qkv;  // (T, (H + 2·Hkv)·Dh) act, not yet rotated
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;

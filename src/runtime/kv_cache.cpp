@@ -56,6 +56,9 @@ Result<std::array<float, 2>> parse_kv_scales(std::string_view text) {
     const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), s[size_t(i)]);
     MX_CHECK(ec == std::errc() && end == p.data() + p.size() && std::isfinite(s[size_t(i)]) && s[size_t(i)] > 0,
              "--kv-scale: '{}' is not a positive finite number (use S, or K,V for separate K and V scales)", p);
+    MX_CHECK(s[size_t(i)] >= ops::kMinKvScale && s[size_t(i)] <= ops::kMaxKvScale,
+             "--kv-scale: {} is outside {:g}..{:g} (an element holds value / scale, at most 448)", p,
+             ops::kMinKvScale, ops::kMaxKvScale);
   }
   return s;
 }
@@ -115,7 +118,8 @@ Status KvCache::make_scales(const std::optional<std::array<float, 2>>& fixed) {
 
 Status KvCache::set_scales(float k, float v) {
   MX_CHECK(dtype_ == KvCacheDtype::Fp8, "kv cache: scales are for an fp8 cache");
-  MX_CHECK(std::isfinite(k) && std::isfinite(v) && k > 0 && v > 0, "kv cache: scales must be positive ({}, {})", k, v);
+  MX_CHECK(k >= ops::kMinKvScale && k <= ops::kMaxKvScale && v >= ops::kMinKvScale && v <= ops::kMaxKvScale,
+           "kv cache: scales must be within {:g}..{:g} ({}, {})", ops::kMinKvScale, ops::kMaxKvScale, k, v);
   std::vector<float> host(size_t(scales_.numel()));
   for (size_t i = 0; i < host.size(); i += 2) host[i] = k, host[i + 1] = v;
   return ops::copy(scales_, Tensor(host.data(), DType::F32, {scales_.dim(0), 2}));

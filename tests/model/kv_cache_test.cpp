@@ -74,6 +74,14 @@ TEST(KvCacheDtype, ParsesOneOrTwoPositiveScales) {
     EXPECT_FALSE(r.ok()) << "'" << bad << "' was accepted";
     if (!r.ok()) EXPECT_NE(r.status().message().find("positive finite"), std::string::npos) << r.status().message();
   }
+  // Finite but outside ops::kMinKvScale..kMaxKvScale: 1 / scale must stay finite, and the decode
+  // kernel's FP16 Q is prescaled by the K scale.
+  EXPECT_TRUE(parse_kv_scales("1e-20,100").ok());
+  for (const char* bad : {"1e-25", "200", "0.5,1000", "1e-30,1"}) {
+    auto r = parse_kv_scales(bad);
+    EXPECT_FALSE(r.ok()) << "'" << bad << "' was accepted";
+    if (!r.ok()) EXPECT_NE(r.status().message().find("is outside"), std::string::npos) << r.status().message();
+  }
 }
 
 // Sliding layers in a window pool of their own, as the engine makes it: both pools are FP8.

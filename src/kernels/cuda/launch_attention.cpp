@@ -31,8 +31,8 @@ int attention_splits(int64_t T, int Hkv, int64_t max_keys, bool fp8) {
 }
 
 Status check_cache_layout(const char* kernel, const ops::KvLayer& c, const ops::TokenBatch& b) {
-  MX_CHECK(kv_dtype_ok(c), "{}: the KV cache must be bf16 or f8_e4m3 (got {}, {})", kernel, dtype_name(c.k.dtype),
-           dtype_name(c.v.dtype));
+  MX_CHECK(kv_dtype_ok(c), "{}: the KV cache must be bf16, or f8_e4m3 with (2) f32 scales on the device (got {}, {})",
+           kernel, dtype_name(c.k.dtype), dtype_name(c.v.dtype));
   MX_CHECK(c.v.dim(0) == c.k.dim(0) && c.v.dim(1) == c.k.dim(1) && c.v.dim(2) == c.k.dim(2) && c.v.dim(3) == c.k.dim(3),
            "{}: k cache {} and v cache {} differ", kernel, c.k.shape_str(), c.v.shape_str());
   MX_CHECK(c.k.dim(1) > 0 && b.block_tables.dim(1) > 0, "{}: empty block size or block table", kernel);
@@ -115,7 +115,7 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillK
            "bf16_attention_prefill_wgmma: this build has no sm_90a code for this device");
   MX_CHECK(prefill_contract(a, kernel),
            "{}: needs head_dim {} (got {}), H/Hkv <= {} (got {}), T < 2^31, 16-byte aligned qkv, cache and out, "
-           "a cache of < 2^31 16-byte rows per layer, {} bytes of shared memory per block (device: {})",
+           "a cache of < 2^31 chunks of 8 elements per layer, {} bytes of shared memory per block (device: {})",
            name, kern::kAttnHeadDim, a.head_dim, kern::kPrefillRows, a.n_heads / a.n_kv_heads,
            prefill_smem_bytes(kernel), max_smem_per_block());
   const int64_t T = a.qkv.dim(0);

@@ -31,10 +31,13 @@ inline Status kernel_status(const char* kernel, cudaError_t err) {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// A cache layer the kernels read and write: bf16, or FP8 E4M3 with its scales (dispatch checked
-// their shape); the scales pointer for the kernels' params, null for bf16.
+// A cache layer the kernels read and write: bf16, or FP8 E4M3 with its (2) f32 scales on the
+// device; the scales pointer for the kernels' params, null for bf16.
 inline bool kv_dtype_ok(const ops::KvLayer& c) {
-  return c.k.dtype == c.v.dtype && (c.k.dtype == DType::BF16 || c.k.dtype == DType::F8_E4M3);
+  if (c.k.dtype != c.v.dtype) return false;
+  if (c.k.dtype == DType::BF16) return true;
+  return c.k.dtype == DType::F8_E4M3 && c.scales.dtype == DType::F32 && c.scales.numel() == 2 &&
+         c.scales.device == Device::CUDA;
 }
 inline const float* kv_scales_of(const ops::KvLayer& c) { return c.fp8() ? c.scales.ptr<const float>() : nullptr; }
 
