@@ -70,9 +70,6 @@ constexpr int64_t kAttentionPrefillMinTokensPerSeq = 48;
 // --moe-activation (set_moe_activation): the grouped MoE GEMMs' activations on CUDA.
 MoeActivation g_moe_activation = MoeActivation::BF16;
 
-// Activation dtype of each backend.
-DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
-
 Status expect(const Tensor& t, const char* op, const char* name, std::initializer_list<DType> dtypes, int ndim,
               Device device) {
   MX_CHECK(!t.empty(), "{}: tensor '{}' is missing", op, name);

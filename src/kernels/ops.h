@@ -73,6 +73,9 @@ class Event {
   void* event_ = nullptr;
 };
 bool cuda_available();  // built with CUDA and a device is present
+
+// The activations' dtype on a backend (and an auto KV cache's): f32 on the CPU reference, bf16 on CUDA.
+inline DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
 Status synchronize(Device device);  // waits for the device's queued work
 struct MemoryInfo {
   size_t free_bytes = 0, total_bytes = 0;

@@ -20,7 +20,7 @@ Result<Workspace> Workspace::create(const ModelConfig& c, Device device, int max
   Workspace ws;
   ws.max_tokens_ = max_tokens;
   ws.max_rows_ = max_logit_rows;
-  const DType act = device == Device::CPU ? DType::F32 : DType::BF16;
+  const DType act = ops::act_dtype(device);
   const int64_t T = max_tokens;
   auto make = [&](Tensor& t, DType dt, std::initializer_list<int64_t> shape) -> Status {
     Tensor probe(nullptr, dt, shape, device);

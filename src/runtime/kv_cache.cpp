@@ -38,7 +38,7 @@ std::string_view kv_cache_dtype_name(KvCacheDtype d) { return d == KvCacheDtype:
 
 DType kv_element_dtype(KvCacheDtype d, Device device) {
   if (d == KvCacheDtype::Fp8) return DType::F8_E4M3;
-  return device == Device::CPU ? DType::F32 : DType::BF16;
+  return ops::act_dtype(device);
 }
 
 std::string_view kv_element_name(KvCacheDtype d, Device device) {
