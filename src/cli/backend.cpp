@@ -1,4 +1,5 @@
-// --backend resolution, --moe-activation, --mxfp4-layers and --kv-cache-dtype / --kv-scale.
+// --backend resolution, --moe-activation, --mxfp4-layers, --kv-cache-dtype / --kv-scale and
+// --speculative-config.
 #include "cli/backend.h"
 
 #include "cli/commands.h"
@@ -38,11 +39,7 @@ void add_mxfp4_layers_option(CLI::App* cmd, std::string* value) {
       ->default_val("moe");
 }
 
-Mxfp4Layers mxfp4_layers_or_exit(const std::string& value) {
-  auto m = parse_mxfp4_layers(value);
-  if (!m.ok()) exit_on_error(m.status());
-  return *m;
-}
+Mxfp4Layers mxfp4_layers_or_exit(const std::string& value) { return value_or_exit(parse_mxfp4_layers(value)); }
 
 void add_kv_cache_dtype_options(CLI::App* cmd, KvCacheFlags* flags, KvScaleOption scale) {
   cmd->add_option("--kv-cache-dtype", flags->dtype,
@@ -58,17 +55,25 @@ void add_kv_cache_dtype_options(CLI::App* cmd, KvCacheFlags* flags, KvScaleOptio
 
 KvCacheSettings kv_cache_settings_or_exit(const KvCacheFlags& flags) {
   KvCacheSettings kv;
-  auto dtype = parse_kv_cache_dtype(flags.dtype);
-  if (!dtype.ok()) exit_on_error(dtype.status());
-  kv.dtype = *dtype;
+  kv.dtype = value_or_exit(parse_kv_cache_dtype(flags.dtype));
   if (flags.scale.empty()) return kv;
   if (kv.dtype != KvCacheDtype::Fp8)
     exit_on_error(Status::error("--kv-scale is only valid with --kv-cache-dtype fp8 (an auto cache stores unscaled "
                                 "values)"));
-  auto scales = parse_kv_scales(flags.scale);
-  if (!scales.ok()) exit_on_error(scales.status());
-  kv.scales = *scales;
+  kv.scales = value_or_exit(parse_kv_scales(flags.scale));
   return kv;
+}
+
+void add_speculative_option(CLI::App* cmd, std::string* value) {
+  cmd->add_option("--speculative-config", *value,
+                  "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
+                  "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 5} (optional \"disable_by_batch_size\", default 32); "
+                  "lossless (docs/SPECULATIVE.md); default: off")
+      ->default_val("");
+}
+
+SpeculativeConfig speculative_config_or_exit(const std::string& value) {
+  return value_or_exit(parse_speculative_config(value));
 }
 
 std::string describe_kv_cache(const KvCacheSettings& kv, Device device) {

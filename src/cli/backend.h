@@ -1,5 +1,6 @@
 // Shared CLI helpers: the --backend flag (auto|cpu|cuda) and the device it selects,
-// --moe-activation (bf16|fp8), --mxfp4-layers, and --kv-cache-dtype (auto|fp8) with --kv-scale.
+// --moe-activation (bf16|fp8), --mxfp4-layers, --kv-cache-dtype (auto|fp8) with --kv-scale, and
+// --speculative-config.
 #pragma once
 
 #include <array>
@@ -9,6 +10,7 @@
 #include "core/tensor.h"
 #include "model/mxfp4_layers.h"
 #include "runtime/kv_cache.h"
+#include "runtime/speculative.h"
 
 namespace CLI {
 class App;
@@ -42,5 +44,9 @@ struct KvCacheSettings {
 KvCacheSettings kv_cache_settings_or_exit(const KvCacheFlags& flags);
 // "bf16", "fp8 e4m3, scales calibrated from the first prefill", "fp8 e4m3, scales fixed at K 0.5, V 0.25"
 std::string describe_kv_cache(const KvCacheSettings& kv, Device device);
+
+// --speculative-config JSON (runtime/speculative.h) on run, serve and bench.
+void add_speculative_option(CLI::App* cmd, std::string* value);
+SpeculativeConfig speculative_config_or_exit(const std::string& value);
 
 }  // namespace mx::cli

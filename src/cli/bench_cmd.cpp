@@ -14,6 +14,8 @@ struct BenchFlags {
   std::string model, prompts = "2048", gens = "32,128", depths = "0", batches = "1", backend = "auto";
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
   KvCacheFlags kv_cache;
+  std::string speculative;
+  double spec_acceptance_rate = -1;
   int reps = 3;
   bool profile = false, no_graphs = false;
 };
@@ -49,6 +51,10 @@ Status bench(const BenchFlags& f) {
   apply_moe_activation(f.moe_activation);
   const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
   o.kv_cache_dtype = kv_cache_settings_or_exit(f.kv_cache).dtype;
+  o.speculative = speculative_config_or_exit(f.speculative);
+  MX_CHECK(f.spec_acceptance_rate < 0 || o.speculative.enabled(),
+           "--spec-acceptance-rate needs --speculative-config with num_speculative_tokens >= 1");
+  o.spec_acceptance_rate = f.spec_acceptance_rate;
   MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
   auto on_row = [](const BenchRow& r) {
     if (r.skipped.empty())
@@ -83,6 +89,12 @@ void register_bench(CLI::App& app) {
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
   add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::No);
+  add_speculative_option(cmd, &f->speculative);
+  cmd->add_option("--spec-acceptance-rate", f->spec_acceptance_rate,
+                  "bench only: every round drafts k tokens and accepts each with this probability (a seeded "
+                  "generator) whatever the target samples, so a round's cost is measured at a fixed acceptance "
+                  "length (rows marked FORCED); default: the target decides")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--profile", f->profile, "Print a per-op time table of one decode step");
   cmd->add_flag("--no-graphs", f->no_graphs, "Launch decode steps op by op instead of replaying a CUDA graph");
   cmd->callback([f] { exit_on_error(bench(*f)); });

@@ -26,4 +26,11 @@ Result<std::vector<std::string>> expand_args(std::vector<std::string> args);
 // Logs the error and throws CLI::RuntimeError(1) when st is not ok.
 void exit_on_error(const Status& st);
 
+// The value of a flag's parse, or exit_on_error with its error.
+template <typename T>
+T value_or_exit(Result<T> r) {
+  if (!r.ok()) exit_on_error(r.status());
+  return std::move(r).value();
+}
+
 }  // namespace mx::cli

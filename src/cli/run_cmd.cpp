@@ -22,6 +22,7 @@ struct RunFlags {
   std::string model, prompt, prompt_ids, backend = "auto", dump_logits;
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
   KvCacheFlags kv_cache;
+  std::string speculative;
   int max_tokens = 64, top_k = 0;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   uint64_t seed = 0;
@@ -96,6 +97,7 @@ Status run(RunFlags f) {
   apply_moe_activation(f.moe_activation);
   const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
   const KvCacheSettings kv = kv_cache_settings_or_exit(f.kv_cache);
+  const SpeculativeConfig spec = speculative_config_or_exit(f.speculative);
   if (f.model.empty()) {
     MX_ASSIGN(f.model, demo_model_dir());
   }
@@ -148,7 +150,8 @@ Status run(RunFlags f) {
                                                  .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,
                                                  .stats_interval_seconds = 0,
                                                  .kv_cache_dtype = kv.dtype,
-                                                 .kv_scales = kv.scales}));
+                                                 .kv_scales = kv.scales,
+                                                 .speculative = spec}));
   std::vector<int32_t> generated;
   std::vector<float> logits;
   RequestTiming timing;
@@ -172,6 +175,11 @@ Status run(RunFlags f) {
   log_info("prompt {} tokens in {:.3f} s ({:.1f} t/s), generated {} tokens in {:.3f} s ({:.1f} t/s after the first)",
            prompt.size(), prefill_s, double(prompt.size()) / std::max(prefill_s, 1e-9), generated.size(), decode_s,
            double(std::max<size_t>(generated.size(), 1) - 1) / std::max(decode_s, 1e-9));
+  if (spec.enabled()) {
+    const SpecStats st = engine->stats().spec;
+    log_info("speculative decoding ({}): {} rounds drafted {} tokens, {} accepted: mean acceptance length {:.2f}",
+             spec.describe(), st.drafts, st.draft_tokens, st.accepted_tokens, st.mean_acceptance_length());
+  }
   if (!f.dump_logits.empty()) {
     const int64_t V = model->config.vocab_size;
     MX_TRY(write_npy_f32(f.dump_logits, logits, {int64_t(logits.size()) / V, V}));
@@ -201,6 +209,7 @@ void register_run(CLI::App& app) {
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
   add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::Yes);
+  add_speculative_option(cmd, &f->speculative);
   cmd->add_option("--dump-logits", f->dump_logits, "Write the logits of every step as a float32 .npy [steps, vocab]");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at the end-of-sequence token");
   cmd->add_flag("--raw", f->raw, "Complete -p TEXT as plain text instead of a harmony chat turn");

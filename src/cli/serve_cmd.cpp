@@ -26,6 +26,7 @@ struct ServeFlags {
   std::string config, model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
   KvCacheFlags kv_cache;
+  std::string speculative;  // --speculative-config JSON
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
@@ -135,6 +136,7 @@ nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& e
           {"decode_steps", device == Device::CUDA && !f.enforce_eager ? "cuda graphs" : "eager"},
           {"moe_activation", f.moe_activation},
           {"mxfp4_layers", mxfp4_applied},
+          {"speculative_config", ea.speculative.describe()},
           {"max_waiting_requests", f.max_waiting_requests},
           {"max_connections", h.max_connections},
           {"max_connections_per_client", h.max_connections_per_client},
@@ -172,6 +174,7 @@ Status serve(ServeFlags f) {
   apply_moe_activation(f.moe_activation);
   const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
   const KvCacheSettings kv = kv_cache_settings_or_exit(f.kv_cache);
+  const SpeculativeConfig spec = speculative_config_or_exit(f.speculative);
   const std::string kv_described = describe_kv_cache(kv, device);
   log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
            device == Device::CPU ? "cpu" : "cuda");
@@ -201,7 +204,8 @@ Status serve(ServeFlags f) {
                 .async_scheduling = f.no_async_scheduling ? AsyncScheduling::Off : AsyncScheduling::On,
                 .max_waiting = f.max_waiting_requests,
                 .kv_cache_dtype = kv.dtype,
-                .kv_scales = kv.scales};
+                .kv_scales = kv.scales,
+                .speculative = spec};
   const KvLayout layout = kv_layout(c, ea, device);
   MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout));
   const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
@@ -227,6 +231,7 @@ Status serve(ServeFlags f) {
            device == Device::CUDA && !f.enforce_eager
                ? "as CUDA graphs (one per batch bucket up to max_num_seqs, captured on first use), sampling on the GPU"
                : "eager");
+  if (spec.enabled()) log_info("speculative decoding: {} (a round's tokens are planned once its samples are read)", spec.describe());
   MX_ASSIGN(auto engine, Engine::create(*model, ea));
   log_info("KV layout: {}", engine->kv_summary());
   srv.set_ready(std::move(engine), tok,
@@ -335,6 +340,7 @@ void register_serve(CLI::App& app) {
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
   add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::Yes);
+  add_speculative_option(cmd, &f->speculative);
   cmd->callback([f] { exit_on_error(serve(*f)); });
 }
 

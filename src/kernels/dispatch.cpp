@@ -36,7 +36,9 @@ bool print_dispatch() {
 // With an input norm (LinearArgs::norm) the GEMV normalises x itself, so up to this T the rmsnorm
 // kernel is not launched; above it, the rmsnorm kernel writes a normalised copy for cuBLASLt. The
 // same bound selects the fused qkv_projection (norm + GEMV + RoPE + cache write in one kernel).
-constexpr int64_t kLinearGemvMaxTokens = 2;
+// Raised to 4 (the kernel's limit) for speculative rounds of 3 drafts: the fused kernel at T = 4
+// replaces rmsnorm -> cuBLASLt -> bias -> qkv_rope_cache (PERFORMANCE.md, "Speculative decoding").
+constexpr int64_t kLinearGemvMaxTokens = 4;
 // The same bound for MXFP4 weights (--mxfp4-layers): the limit of bf16_mxfp4w_gemv_mma (T >= 2;
 // bf16_mxfp4w_gemv at T = 1). Above it the weights are decoded to BF16 chunks for cuBLASLt, which
 // writes and reads ~4x the MXFP4 bytes again: the GEMVs keep every T they can.

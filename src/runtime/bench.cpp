@@ -101,17 +101,32 @@ class Runner {
   // generating N tokens (greedy, fed back, every step a decode step of B tokens).
   Result<BenchRow> decode(int N, int depth, int B, BenchReport* profile_into) {
     BenchRow row{.test = fmt::format("tg{}", N), .depth = depth, .batch = B};
-    MX_TRY(setup(B, depth + N + 1, B, row));
+    const int k = o_.speculative.enabled() ? o_.speculative.num_speculative_tokens : 0;
+    MX_TRY(setup(B, depth + N + k + 1, B * (k + 1), row));
     if (!row.skipped.empty()) return row;
     std::vector<double> tps;
+    SpecStats spec_before;
     for (int r = 0; r < o_.reps + 1; ++r) {
+      if (r == 1) spec_before = engine_->stats().spec;
       MX_ASSIGN(double s, run_requests(B, depth, 1, N));
       if (r > 0) tps.push_back(double(B) * N / s);
     }
     row.mean = mean_of(tps);
     row.sd = sd_of(tps);
-    const double step_s = double(B) / row.mean;
-    row.gbps = decode_step_bytes(c_, B, depth + N / 2, m_.mxfp4_layers, o_.kv_cache_dtype) / step_s / 1e9;
+    if (k > 0) {  // tokens per round over the timed runs; the bytes of a round are not modelled
+      const SpecStats spec = engine_->stats().spec;
+      const double rounds = double(spec.drafts - spec_before.drafts);
+      const double accepted = double(spec.accepted_tokens - spec_before.accepted_tokens);
+      row.acceptance_length = rounds > 0 ? 1.0 + accepted / rounds : 1.0;
+      row.draft_length = rounds > 0 ? double(spec.draft_tokens - spec_before.draft_tokens) / rounds : 0.0;
+      // Decode steps = tokens - accepted drafts (the first token of each request comes from its prefill).
+      const double steps = double(o_.reps) * B * (N - 1) - accepted;
+      row.drafting_share = steps > 0 ? rounds / steps : 0.0;
+      row.forced_acceptance = o_.spec_acceptance_rate >= 0;
+    } else {
+      const double step_s = double(B) / row.mean;
+      row.gbps = decode_step_bytes(c_, B, depth + N / 2, m_.mxfp4_layers, o_.kv_cache_dtype) / step_s / 1e9;
+    }
     if (profile_into) MX_TRY(profile(B, depth, *profile_into));
     return row;
   }
@@ -126,7 +141,9 @@ class Runner {
             .num_kv_blocks = B * blocks_per_seq + 1,
             .stats_interval_seconds = 0,
             .enforce_eager = graphs == UseGraphs::No,
-            .kv_cache_dtype = o_.kv_cache_dtype};
+            .kv_cache_dtype = o_.kv_cache_dtype,
+            .speculative = o_.speculative,
+            .spec_acceptance_rate = o_.spec_acceptance_rate};
   }
 
   // An engine for B sequences of `tokens` positions each; the row is skipped when its KV cache and
@@ -235,7 +252,11 @@ std::string format_bench_table(const Model& model, const BenchReport& r) {
   const char* backend = model.weights.device == Device::CPU ? "cpu" : "cuda";
   std::string s = "| model | backend | test | batch | t/s | GB/s | % of floor |\n|---|---|---|--:|--:|--:|--:|\n";
   for (const auto& row : r.rows) {
-    const std::string test = row.depth ? fmt::format("{} @ d{}", row.test, row.depth) : row.test;
+    std::string test = row.depth ? fmt::format("{} @ d{}", row.test, row.depth) : row.test;
+    if (row.acceptance_length > 0)
+      test += fmt::format(" (speculative: {:.2f} tokens per round of {:.2f} drafts, drafts in {:.0f}% of steps{})",
+                          row.acceptance_length, row.draft_length, 100 * row.drafting_share,
+                          row.forced_acceptance ? ", FORCED acceptance" : "");
     if (!row.skipped.empty()) {
       s += fmt::format("| {} | {} | {} | {} | skipped: {} | | |\n", model.path.string(), backend, test, row.batch,
                        row.skipped);

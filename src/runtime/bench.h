@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
+#include "runtime/speculative.h"
 #include "runtime/step_runner.h"
 
 namespace mx {
@@ -26,6 +27,10 @@ struct BenchOptions {
   UseGraphs graphs = UseGraphs::Yes;
   int kv_block_size = 16;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // fp8: random E4M3 bytes with scales 1
+  SpeculativeConfig speculative;  // decode tests speculate (--speculative-config)
+  // Forced acceptance (--spec-acceptance-rate, EngineArgs::spec_acceptance_rate): every round
+  // drafts k tokens and accepts each with this probability; < 0: the target's samples decide.
+  double spec_acceptance_rate = -1;
 };
 
 struct BenchRow {
@@ -33,6 +38,10 @@ struct BenchRow {
   int depth = 0, batch = 1;
   double mean = 0, sd = 0;  // tokens per second (all sequences of the batch together)
   double gbps = 0, floor_fraction = 0;  // decode rows: bytes read per step / step time, vs copy bandwidth
+  double acceptance_length = 0;  // speculative decode rows: tokens per drafting round (forced or measured), else 0
+  double draft_length = 0;       // draft tokens per drafting round
+  double drafting_share = 0;     // rounds with a draft / decode steps (adaptive drafting skips some)
+  bool forced_acceptance = false;
   std::string skipped;  // why the row was not run (memory), else empty
 };
 

@@ -20,10 +20,19 @@ int mask_workers() { return std::clamp(int(std::thread::hardware_concurrency()) 
 
 int blocks_for(int64_t tokens, int block_size) { return int((tokens + block_size - 1) / block_size); }
 
-// Blocks a sequence holds in the window pool while decoding (its window's positions may straddle
-// one more block), for every seat, plus two steps' worth of prefill chunks.
+int draft_tokens(const EngineArgs& a) { return a.speculative.enabled() ? a.speculative.num_speculative_tokens : 0; }
+
+// Sampled rows of a step at most: one per sequence, plus k per drafting sequence (at most
+// disable_by_batch_size of them); never more than the step's tokens.
+int max_step_rows(const EngineArgs& a) {
+  const int drafting = std::min(a.max_num_seqs, a.speculative.disable_by_batch_size);
+  return std::min(a.max_num_batched_tokens, a.max_num_seqs + drafting * draft_tokens(a));
+}
+
+// Blocks a sequence holds in the window pool while decoding (its window's positions and a round's
+// drafts may straddle one more block), for every seat, plus two steps' worth of prefill chunks.
 int window_pool_blocks(const ModelConfig& c, const EngineArgs& a) {
-  const int per_seq = blocks_for(c.sliding_window - 1, a.kv_block_size) + 2;
+  const int per_seq = blocks_for(c.sliding_window - 1 + draft_tokens(a), a.kv_block_size) + 2;
   return a.max_num_seqs * per_seq + 2 * blocks_for(a.max_num_batched_tokens, a.kv_block_size) + 1;
 }
 
@@ -61,6 +70,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
   MX_CHECK(a.max_num_batched_tokens >= a.max_num_seqs, "max_num_batched_tokens ({}) must be >= max_num_seqs ({})",
            a.max_num_batched_tokens, a.max_num_seqs);
   MX_CHECK(a.kv_block_size >= 1, "kv_block_size must be >= 1");
+  MX_CHECK(a.spec_acceptance_rate <= 1, "the forced acceptance rate must be in [0, 1], got {}", a.spec_acceptance_rate);
   const int blocks_per_seq = blocks_for(a.max_model_len, a.kv_block_size);
   MX_CHECK(a.num_kv_blocks >= blocks_per_seq,
            "the KV cache ({} blocks of {} tokens) cannot hold one request of max_model_len {}; lower max_model_len "
@@ -81,7 +91,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
   std::unique_ptr<Engine> e(new Engine(model, a, std::make_unique<KvCache>(std::move(kv))));
   MX_ASSIGN(e->runner_, StepRunner::create(model, *e->kv_,
                                            {.max_tokens = a.max_num_batched_tokens,
-                                            .max_rows = a.max_num_seqs,
+                                            .max_rows = max_step_rows(a),
                                             .seats = a.max_num_seqs,
                                             .max_blocks = blocks_per_seq + 1,
                                             .graphs = a.enforce_eager ? UseGraphs::No : UseGraphs::Yes}));
@@ -98,6 +108,12 @@ Engine::Engine(const Model& model, const EngineArgs& args, std::unique_ptr<KvCac
              .watermark_blocks = int(args.watermark * kv_->num_blocks())};
   for (int s = args.max_num_seqs - 1; s >= 0; --s) plan_.free_slots.push_back(s);
   stats_.kv_blocks_total = kv_->num_blocks();
+  if (args.speculative.enabled()) {
+    proposer_ = args.draft_proposer ? args.draft_proposer : std::shared_ptr<const DraftProposer>(make_proposer(args.speculative));
+    stats_.spec_tokens = args.speculative.num_speculative_tokens;
+    if (args.spec_acceptance_rate >= 0) forced_.emplace(args.spec_acceptance_rate, 1234);
+    if (args.speculative.adaptive) policy_.emplace(args.speculative.num_speculative_tokens);
+  }
 }
 
 Engine::~Engine() {
@@ -127,13 +143,13 @@ std::string Engine::kv_summary() const {
 }
 
 // The ops' scratch is sized by the largest shapes once, so that later steps never grow it (a
-// growth would drop every captured graph): a prefill-sized step and the largest decode bucket,
-// both on the pad seat (their KV writes land in the pad block).
+// growth would drop every captured graph): a prefill-sized step and a decode step of the most rows
+// a step samples, both on the pad seat (their KV writes land in the pad block).
 Status Engine::warm_up() {
   for (const bool decode : {false, true}) {
-    const int T = decode ? args_.max_num_seqs : args_.max_num_batched_tokens;
+    const int T = decode ? max_step_rows(args_) : args_.max_num_batched_tokens;
     StepBatch b;
-    b.decode_only = decode;
+    b.tokens_per_seq = decode ? 1 : 0;
     b.num_seqs = decode ? T : 1;
     for (int i = 0; i < T; ++i) {
       b.tokens.push_back(0);
@@ -229,9 +245,11 @@ void Engine::loop() {
       inbox_.clear();
     }
     Status st = ok_status();
+    drafting_ = wants_drafts();
     if (needs_sync())
       while (st.ok() && !launched_.empty()) st = collect_step();
     drop_cancelled();
+    if (st.ok()) propose_drafts();
     if (st.ok()) plan_step(plan_, blocks_, limits_, chunks);
     if (st.ok() && !chunks.empty()) {
       st = launch_step(chunks);
@@ -255,13 +273,57 @@ void Engine::loop() {
 }
 
 // Penalties count every generated token and kept logits are read per step: such a sequence's
-// next step is planned only after the previous one is read.
+// next step is planned only after the previous one is read. So is every step while drafts are
+// proposed: a round's length is known once its samples are read.
 bool Engine::needs_sync() const {
+  if (drafting_) return true;
   for (const auto& s : plan_.running) {
     if (s->counts || s->params.keep_logits) return true;
     if (s->params.constraint && s->pending > 0 && !s->params.constraint->can_run_ahead(s->pending)) return true;
   }
   return false;
+}
+
+bool Engine::wants_drafts() const {
+  return proposer_ && int(plan_.running.size()) <= args_.speculative.disable_by_batch_size &&
+         (idle_proposals_ < kIdleBeforeProbing || next_step_ % kProbeEvery == 0);
+}
+
+// A draft for each running sequence at its decode position whose samples are all read, never
+// past max_tokens (a round emits drafts + 1 tokens at most). Sequences with penalties or guided
+// decoding do not draft (their rows' counts and masks would depend on the drafts before them).
+// Adaptive: every draft gets the policy's length for this step, the proposer's tokens cut or
+// padded with the last token (a filler the target rarely confirms; it keeps the step uniform, one
+// CUDA graph). Fixed: each sequence its proposal of up to k tokens. bench's forced rounds count
+// every drafted position as offered.
+void Engine::propose_drafts() {
+  for (auto& sp : plan_.running) sp->draft.clear();
+  if (!drafting_) return;
+  std::vector<Sequence*> seqs;
+  std::vector<int> limit;
+  std::vector<DraftPolicy::Candidate> offers;
+  for (auto& sp : plan_.running) {
+    Sequence& s = *sp;
+    if (s.pending > 0 || s.remaining() != 1 || s.fully_scheduled() || s.counts || s.params.constraint) continue;
+    const int k = std::min(args_.speculative.num_speculative_tokens, s.params.max_tokens - s.generated - 1);
+    if (k <= 0) continue;
+    proposer_->propose(s.tokens, k, s.draft);
+    if (s.draft.size() > size_t(k)) s.draft.resize(size_t(k));
+    s.draft_offered = forced_ ? k : int(s.draft.size());
+    seqs.push_back(&s);
+    limit.push_back(k);
+    offers.push_back({.offered = s.draft_offered, .rate = s.spec_rate.rate()});
+  }
+  const bool offered = std::any_of(offers.begin(), offers.end(), [](const auto& o) { return o.offered > 0; });
+  if (!seqs.empty()) idle_proposals_ = offered ? 0 : idle_proposals_ + 1;
+  const int d = policy_ ? policy_->choose(offers) : -1;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    const size_t len = size_t(d >= 0 ? std::min(d, limit[i]) : forced_ ? limit[i] : int(s.draft.size()));
+    s.draft.resize(std::min(s.draft.size(), len));
+    while (s.draft.size() < len) s.draft.push_back(s.tokens.back());
+    s.draft_offered = std::min(s.draft_offered, int(len));
+  }
 }
 
 void Engine::drop_cancelled() {
@@ -280,20 +342,26 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
   b.clear();
   LaunchedStep rec{.id = ++next_step_, .chunks = chunks};
   b.num_seqs = int64_t(chunks.size());
-  b.decode_only = true;
+  // Every chunk sampling each of its tokens, all of one length: a decode step or a uniform round.
+  const bool uniform = std::all_of(chunks.begin(), chunks.end(), [&](const Chunk& ch) {
+    return ch.samples && ch.count == ch.drafts + 1 && ch.count == chunks.front().count;
+  });
+  b.tokens_per_seq = uniform ? int(chunks.front().count) : 0;
   const std::vector<std::span<const uint32_t>> masks = constraint_masks(chunks);
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Chunk& ch = chunks[c];
     Sequence& s = *ch.seq;
-    b.decode_only &= ch.count == 1 && ch.samples;
     b.keep_logits |= s.params.keep_logits;
     for (int64_t k = 0; k < ch.count; ++k) {
       const int64_t pos = ch.start + k;
-      const bool known = pos < int64_t(s.tokens.size());
-      MX_CHECK(known || (s.pending == 1 && s.pending_step == next_step_ - 1 && pos == int64_t(s.tokens.size())),
-               "engine: position {} of request {} is neither read nor the last step's sample", pos, s.stream->id());
-      b.tokens.push_back(known ? s.tokens[size_t(pos)] : 0);
-      b.from_prev.push_back(known ? -1 : s.pending_row);
+      const int64_t past = pos - int64_t(s.tokens.size());  // >= 0: a draft token or the last step's sample
+      const bool known = past < 0;
+      const bool drafted = !known && s.pending == 0 && past < int64_t(s.draft.size());
+      MX_CHECK(known || drafted || (s.pending == 1 && s.pending_step == next_step_ - 1 && past == 0),
+               "engine: position {} of request {} is neither read, a draft nor the last step's sample", pos,
+               s.stream->id());
+      b.tokens.push_back(known ? s.tokens[size_t(pos)] : drafted ? s.draft[size_t(past)] : 0);
+      b.from_prev.push_back(known || drafted ? -1 : s.pending_row);
       b.positions.push_back(int32_t(pos));
       b.seats.push_back(s.slot);
     }
@@ -303,20 +371,29 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
     s.synced_window = s.window.size();
     if (!ch.samples) continue;
     const RequestParams& p = s.params;
-    const int before = s.generated + s.pending;  // tokens generated before this draw
-    std::vector<int32_t> banned;
-    if (before < p.min_tokens) {
-      banned = p.stop_ids;
-      if (p.ignore_eos == IgnoreEos::No) banned.insert(banned.end(), p.eos_ids.begin(), p.eos_ids.end());
-      std::sort(banned.begin(), banned.end());
-      banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+    for (int i = 0; i <= ch.drafts; ++i) {  // the last token's row, then one per draft token
+      const int before = s.generated + s.pending + i;  // tokens generated before this draw
+      std::vector<int32_t> banned;
+      if (before < p.min_tokens) {
+        banned = p.stop_ids;
+        if (p.ignore_eos == IgnoreEos::No) banned.insert(banned.end(), p.eos_ids.begin(), p.eos_ids.end());
+        std::sort(banned.begin(), banned.end());
+        banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+      }
+      b.logit_rows.push_back(int32_t(b.tokens.size()) - 1 - ch.drafts + i);
+      b.sampling.add(p.sampling, int32_t(s.length() + i), p.logprobs, s.counts.get(), banned, masks[c]);
+      rec.row_seq.push_back(&s);
     }
-    b.logit_rows.push_back(int32_t(b.tokens.size() - 1));
-    b.sampling.add(p.sampling, int32_t(s.length()), p.logprobs, s.counts.get(), banned, masks[c]);
-    rec.row_seq.push_back(&s);
   }
   b.calibrate_kv = calibrates(chunks);
+  const uint64_t captures = runner_->graph_captures();
+  rec.launched = Clock::now();
+  rec.tokens = b.size();
   MX_TRY(runner_->launch(b));
+  // Timed for the draft policy: a uniform step that ran alone (drafting steps are planned after the
+  // last is read), without a graph capture or a calibration inside.
+  rec.timed = policy_ && drafting_ && b.tokens_per_seq > 0 && launched_.empty() && !b.calibrate_kv &&
+              runner_->graph_captures() == captures;
   if (b.calibrate_kv) {
     kv_->mark_calibrated();
     rec.calibrated_from = b.size();
@@ -401,14 +478,16 @@ Status Engine::collect_step() {
   MX_ASSIGN(StepOutput out, runner_->collect());
   LaunchedStep rec = std::move(launched_.front());
   launched_.pop_front();
+  if (rec.timed) policy_->observe(rec.tokens, std::chrono::duration<double>(Clock::now() - rec.launched).count());
   if (rec.calibrated_from > 0) log_kv_scales(rec.calibrated_from);
   uint64_t emitted = 0;
-  for (size_t r = 0; r < rec.row_seq.size(); ++r) {
+  for (size_t r = 0; r < rec.row_seq.size();) {  // a sequence's rows are adjacent: its round
     Sequence& s = *rec.row_seq[r];
-    s.pending--;
-    if (s.finished != FinishReason::None) continue;
-    emit(s, out.ids[r], out, int64_t(r));
-    emitted++;
+    size_t rows = 1;
+    while (r + rows < rec.row_seq.size() && rec.row_seq[r + rows] == &s) ++rows;
+    s.pending -= int(rows);
+    if (s.finished == FinishReason::None) emitted += accept_round(s, out, int64_t(r), int(rows) - 1);
+    r += rows;
   }
   for (const Chunk& ch : rec.chunks) {
     Sequence& s = *ch.seq;
@@ -426,6 +505,29 @@ Status Engine::collect_step() {
   const uint64_t oldest = launched_.empty() ? next_step_ + 1 : launched_.front().id;
   std::erase_if(retired_, [&](const auto& s) { return s->last_step < oldest && s->pending == 0; });
   return ok_status();
+}
+
+// Without drafts: the row's sample. With drafts: the samples up to and including the first that
+// differs from its draft (with all drafts accepted, every row's); the positions of the rejected
+// drafts are no longer computed (their K/V is rewritten by the next step that feeds them).
+uint64_t Engine::accept_round(Sequence& s, const StepOutput& out, int64_t row, int drafts) {
+  if (drafts == 0) {
+    emit(s, out.ids[size_t(row)], out, row);
+    return 1;
+  }
+  const std::span<const int32_t> samples(out.ids.data() + row, size_t(drafts) + 1);
+  const int accepted = forced_ ? forced_->accepted(drafts) : accepted_prefix(s.draft, samples);
+  {
+    std::lock_guard lock(mu_);  // counted before the tokens go out: a client that sees its end sees the round
+    stats_.spec.add_round(drafts, accepted);
+  }
+  uint64_t n = 0;
+  for (int i = 0; i <= accepted && s.finished == FinishReason::None; ++i, ++n)
+    emit(s, forced_ && i < accepted ? s.draft[size_t(i)] : samples[size_t(i)], out, row + i);
+  s.computed -= drafts - accepted;
+  if (s.draft_offered > 0) s.spec_rate.add(s.draft_offered, std::min(accepted, s.draft_offered));
+  s.draft.clear();
+  return n;
 }
 
 void Engine::emit(Sequence& s, int32_t tok, const StepOutput& out, int64_t row) {
@@ -521,6 +623,21 @@ void Engine::maybe_log_stats() {
   logged_prompt_ = s.prompt_tokens_total;
   logged_generation_ = s.generation_tokens_total;
   last_log_ = now;
+  if (s.spec.drafts > logged_spec_.drafts) {  // the rounds since the last line (vLLM's SpecDecoding line)
+    const uint64_t rounds = s.spec.drafts - logged_spec_.drafts;
+    const uint64_t drafted = s.spec.draft_tokens - logged_spec_.draft_tokens;
+    const uint64_t accepted = s.spec.accepted_tokens - logged_spec_.accepted_tokens;
+    std::string per_pos;
+    for (size_t i = 0; i < s.spec.accepted_per_position.size(); ++i) {
+      const uint64_t before = i < logged_spec_.accepted_per_position.size() ? logged_spec_.accepted_per_position[i] : 0;
+      per_pos += fmt::format("{}{:.3f}", i ? ", " : "", double(s.spec.accepted_per_position[i] - before) / double(rounds));
+    }
+    log_info("SpecDecoding metrics: Mean acceptance length: {:.2f}, Accepted: {} tokens, Drafted: {} tokens, "
+             "Per-position acceptance rate: {}, Avg Draft acceptance rate: {:.1f}%",
+             1.0 + double(accepted) / double(rounds), accepted, drafted, per_pos,
+             100.0 * double(accepted) / double(std::max<uint64_t>(drafted, 1)));
+    logged_spec_ = s.spec;
+  }
 }
 
 }  // namespace mx

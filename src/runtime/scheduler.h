@@ -28,6 +28,7 @@
 #include "runtime/kv_cache.h"
 #include "runtime/request.h"
 #include "runtime/scheduler_plan.h"
+#include "runtime/speculative.h"
 #include "runtime/step_runner.h"
 
 namespace mx {
@@ -53,6 +54,13 @@ struct EngineArgs {
   int max_waiting = 0;          // requests queued beyond this are refused (submit: Overloaded); 0: unbounded
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype: act, or fp8 e4m3 (1 byte per element)
   std::optional<std::array<float, 2>> kv_scales;     // --kv-scale (K, V), fp8 only; none: the first prefill's
+  SpeculativeConfig speculative;                     // --speculative-config; off by default
+  // Tests: proposes the drafts instead of the config's method (which still gives k and the batch
+  // limit).
+  std::shared_ptr<const DraftProposer> draft_proposer;
+  // bench only (--spec-acceptance-rate): every round drafts k tokens and accepts them by a seeded
+  // generator at this rate (ForcedAcceptance), whatever the target samples; < 0: off.
+  double spec_acceptance_rate = -1;
 };
 
 // Device memory of the KV cache for EngineArgs: per block of the full-attention pool, and the
@@ -74,6 +82,8 @@ struct EngineStats {
   uint64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
   uint64_t steps_total = 0;
   uint64_t graph_replays_total = 0, graph_captures_total = 0;  // decode steps as CUDA graphs
+  int spec_tokens = 0;  // k of speculative decoding, 0: off
+  SpecStats spec;
 };
 
 class Engine {
@@ -104,13 +114,22 @@ class Engine {
   Result<std::unique_ptr<Sequence>> make_sequence(RequestParams p);
   void loop();
   void drop_cancelled();
-  bool needs_sync() const;  // the next plan needs every launched step read (penalties, logits, constraints)
+  bool needs_sync() const;  // the next plan needs every launched step read (penalties, logits, constraints, drafts)
+  // Whether this step drafts: speculation on, the running batch small enough, and some sequence
+  // offered a draft lately (else only every kProbeEvery-th step looks, and the others run ahead
+  // asynchronously as without speculation).
+  bool wants_drafts() const;
+  static constexpr int kIdleBeforeProbing = 4, kProbeEvery = 16;
+  void propose_drafts();
   Status launch_step(const std::vector<Chunk>& chunks);
   // The guided-decoding masks of the step's constrained draws, per chunk (empty: none).
   std::vector<std::span<const uint32_t>> constraint_masks(const std::vector<Chunk>& chunks);
   Status collect_step();
   bool calibrates(const std::vector<Chunk>& chunks) const;
   void log_kv_scales(int64_t tokens) const;
+  // The rows [row, row + drafts] of one sequence's chunk: its tokens (the accepted drafts and one
+  // sample); returns how many it emitted.
+  uint64_t accept_round(Sequence& s, const StepOutput& out, int64_t row, int drafts);
   void emit(Sequence& s, int32_t token, const StepOutput& out, int64_t row);
   void finish(Sequence& s, FinishReason reason, const std::string& error = {});
   void fail_in_flight(const std::string& error);
@@ -132,12 +151,20 @@ class Engine {
     std::vector<Chunk> chunks;
     std::vector<Sequence*> row_seq;  // (R)
     int64_t calibrated_from = 0;     // tokens of the step that set the FP8 cache's scales, else 0
+    Clock::time_point launched;
+    bool timed = false;  // a uniform step launched with nothing else in flight: its time is the policy's
+    int64_t tokens = 0;
   };
   std::deque<LaunchedStep> launched_;
   uint64_t next_step_ = 0;
   // Finished sequences that launched steps still name (freed once those steps are read).
   std::vector<std::unique_ptr<Sequence>> retired_;
   StepBatch batch_;  // reused
+  std::shared_ptr<const DraftProposer> proposer_;  // null: no speculation
+  std::optional<ForcedAcceptance> forced_;          // bench's fixed acceptance
+  std::optional<DraftPolicy> policy_;               // the steps' draft length (adaptive)
+  bool drafting_ = false;                           // wants_drafts() of the step being planned
+  int idle_proposals_ = 0;                          // drafting steps in a row that found no offer
   // Computes the masks of a step's constrained draws side by side: started by the first step with
   // two of them, stopped once no running sequence is constrained.
   std::unique_ptr<ThreadPool> mask_pool_;
@@ -151,6 +178,7 @@ class Engine {
   std::thread thread_;
 
   uint64_t logged_prompt_ = 0, logged_generation_ = 0;
+  SpecStats logged_spec_;
   Clock::time_point last_log_ = Clock::now();
 };
 

@@ -18,13 +18,15 @@ void preempt(PlanState& st, BlockManager& blocks) {
   st.running.pop_back();
   release_sequence(st, blocks, *victim);
   victim->computed = 0;
+  victim->draft.clear();
   victim->timing.preemptions++;
   st.preemptions++;
   st.waiting.push_front(std::move(victim));
 }
 
 Chunk chunk_of(Sequence& s, int64_t n) {
-  return {.seq = &s, .start = s.computed, .count = n, .samples = s.computed + n == s.length()};
+  const bool samples = s.computed + n == s.length() + int64_t(s.draft.size());
+  return {.seq = &s, .start = s.computed, .count = n, .samples = samples, .drafts = samples ? int(s.draft.size()) : 0};
 }
 
 }  // namespace
@@ -41,7 +43,7 @@ void release_sequence(PlanState& st, BlockManager& blocks, Sequence& s) {
 void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::vector<Chunk>& chunks) {
   chunks.clear();
   int64_t budget = lim.max_num_batched_tokens;
-  const int64_t preemptions_before = st.preemptions;
+  const uint64_t preemptions_before = st.preemptions;
   // Running sequences, oldest first; the newest give way when blocks run out.
   for (size_t i = 0; i < st.running.size() && budget > 0;) {
     Sequence& s = *st.running[i];
@@ -49,7 +51,9 @@ void plan_step(PlanState& st, BlockManager& blocks, const PlanLimits& lim, std::
       ++i;
       continue;
     }
-    const int64_t n = std::min(s.remaining(), budget);
+    const int64_t want = s.remaining() + int64_t(s.draft.size());
+    const int64_t n = std::min(want, budget);
+    if (n < want) s.draft.resize(size_t(std::max<int64_t>(0, n - s.remaining())));
     bool self_preempted = false;
     while (!reserve(blocks, lim, s, n)) {
       self_preempted = st.running.size() == i + 1;

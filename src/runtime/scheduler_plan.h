@@ -11,6 +11,7 @@
 #include "runtime/scheduler_blocks.h"
 #include "runtime/request.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 
 namespace mx {
 
@@ -30,7 +31,12 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;  // prefix-cache hash chain of its full computed blocks
   int64_t computed = 0;
   int generated = 0;  // tokens sampled and read (in tokens)
-  int pending = 0;    // tokens sampled by launched steps, not read yet
+  int pending = 0;    // rows sampled by launched steps, not read yet
+  // Speculative decoding: the draft tokens to feed after the last token (proposed before the plan;
+  // the plan may shorten it to the token budget), kept until the round's samples are read.
+  std::vector<int32_t> draft;
+  int draft_offered = 0;       // of which the proposer's (the rest pads the step to one length)
+  AcceptanceRate spec_rate;    // how its drafts have fared
   int slot = -1;      // row of the engine's device block tables while it holds blocks
   size_t synced_table = 0, synced_window = 0;  // table entries already on the device
   uint64_t last_step = 0;  // the last step it was fed in (steps count from 1; it stays alive until read)
@@ -48,11 +54,13 @@ struct Sequence {
   bool fully_scheduled() const { return generated + pending >= params.max_tokens && remaining() <= 1; }
 };
 
-// Tokens [start, start + count) of seq fed this step; `samples` when they reach its end.
+// Tokens [start, start + count) of seq fed this step; `samples` when they reach its end (then its
+// last `drafts` tokens are the sequence's draft, and each of the last drafts + 1 tokens is sampled).
 struct Chunk {
   Sequence* seq = nullptr;
   int64_t start = 0, count = 0;
   bool samples = false;
+  int drafts = 0;
 };
 
 struct PlanLimits {
@@ -74,8 +82,8 @@ struct PlanState {
 // Gives a sequence's blocks (both tables) and its slot back.
 void release_sequence(PlanState& st, BlockManager& blocks, Sequence& s);
 
-// Fills `chunks` for one step: running sequences oldest first (each its remaining tokens, at
-// most the budget left; none once fully_scheduled), then waiting ones admitted while blocks,
+// Fills `chunks` for one step: running sequences oldest first (each its remaining tokens and its
+// draft, at most the budget left, the draft shortened first; none once fully_scheduled), then waiting ones admitted while blocks,
 // budget and seats allow (a sequence whose sampled tokens are not read yet waits for them; a new one
 // is admitted only if the watermark stays free, unless nothing runs). When a
 // running sequence cannot get blocks, the newest running sequence is preempted, and nothing is

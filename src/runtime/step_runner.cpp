@@ -196,7 +196,7 @@ Status StepRunner::pack(const StepBatch& b, int64_t T, int64_t R, int slot) {
   return ok_status();
 }
 
-StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool decode_only, int64_t num_seqs) const {
+StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool all_rows, int64_t num_seqs) const {
   const Arena& a = *arena_;
   auto in = [&](size_t at, DType dt, std::initializer_list<int64_t> shape) {
     return Tensor(static_cast<int32_t*>(a.dev_in.data()) + at, dt, shape, device_);
@@ -212,7 +212,7 @@ StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool decode_only, int6
   v.fa.cache = kv_.layers();
   if (kv_.has_window_pool()) v.fa.sliding_block_tables = a.windows.view(DType::I32, {args_.seats + 1, args_.max_blocks});
   v.fa.logit_rows = in(a.in.rows, DType::I32, {R});
-  v.fa.all_rows = decode_only;
+  v.fa.all_rows = all_rows;
   v.fa.logits = a.logits.view(DType::F32, {R, model_.config.vocab_size});
   v.prev = {.tokens = v.fa.tokens, .from = in(a.in.from_prev, DType::I32, {T}), .prev = out(0, DType::I32, {a.R})};
   const int64_t U = std::max<int64_t>(a.update_cap, 1);
@@ -269,7 +269,8 @@ Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) 
     graphs_.clear();
     graphs_generation_ = ops::scratch_generation();
   }
-  const auto key = std::make_tuple(v.fa.tokens.dim(0), logprobs, entries);
+  const auto key = std::make_tuple(v.fa.tokens.dim(0), int(v.fa.tokens.dim(0) / std::max<int64_t>(v.fa.batch.num_seqs, 1)),
+                                   logprobs, entries);
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     ++replays_;
     return it->second.replay();
@@ -294,13 +295,20 @@ Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) 
 Status StepRunner::launch(const StepBatch& b) {
   MX_CHECK(in_flight() < kMaxInFlight, "step runner: {} steps in flight", in_flight());
   const SampleRows& s = b.sampling;
+  const int q = b.tokens_per_seq;
+  MX_CHECK(q <= 0 || (s.rows() == b.size() && b.size() == q * b.num_seqs),
+           "step: {} tokens per sequence over {} sequences must be the {} tokens, each sampled ({} rows)", q, b.num_seqs,
+           b.size(), s.rows());
   // A calibrating step runs eagerly: a graph would replay the calibration on every later step, and
   // padding tokens would count in the scales.
-  const bool graph = b.decode_only && !b.calibrate_kv && args_.graphs == UseGraphs::Yes && device_ == Device::CUDA;
-  const int64_t T = graph ? bucket(int(b.size())) : b.size();
-  const int64_t R = graph ? T : s.rows();
-  MX_CHECK(!b.decode_only || s.rows() == b.size(), "step: a decode batch samples every token ({} rows, {} tokens)",
-           s.rows(), b.size());
+  bool graph = q > 0 && !b.calibrate_kv && args_.graphs == UseGraphs::Yes && device_ == Device::CUDA;
+  int64_t T = b.size(), R = s.rows(), seqs = b.num_seqs;
+  if (graph) {
+    seqs = bucket(int(b.num_seqs));
+    graph = seqs * q <= arena_->T && seqs * q <= arena_->R;
+    if (graph) T = R = seqs * q;
+    else seqs = b.num_seqs;
+  }
   const int slot = next_slot_;
   next_slot_ ^= 1;
   MX_TRY(pack(b, T, R, slot));
@@ -316,7 +324,7 @@ Status StepRunner::launch(const StepBatch& b) {
       MX_TRY(ops::copy_async(a.dev_updates[k].view(DType::I32, {int64_t(u.size())}),
                              Tensor(a.host_updates[k][slot].data(), DType::I32, {int64_t(u.size())})));
   }
-  Views v = views(T, R, b.decode_only, b.num_seqs);
+  Views v = views(T, R, q > 0, seqs);
   v.fa.calibrate_kv = b.calibrate_kv;
   MX_TRY(run(v, s.any_logprobs, s.any_entries, graph));
   // The ids, or everything up to the last row's top logprobs (the areas are laid out for a.R rows).

@@ -39,7 +39,10 @@ struct StepBatch {
   SampleRows sampling;              // (R) rows
   std::vector<int32_t> table_updates, window_updates;  // (U, 3) flattened: seat, index, block
   int64_t num_seqs = 0;
-  bool decode_only = false;  // each sequence feeds one token and samples: rows are tokens 0..T-1
+  // > 0: each of the num_seqs sequences feeds this many tokens and samples every one (a decode
+  // step: 1; a speculative round: drafts + 1), rows are tokens 0..T-1, and the step is padded to a
+  // bucket of sequences and replayed as a CUDA graph.
+  int tokens_per_seq = 0;
   bool keep_logits = false;  // collect() also returns the (R, V) logits (slow; tests, --dump-logits)
   bool calibrate_kv = false;  // FP8 cache: this step sets every layer's scales from its K and V (runs eagerly)
 
@@ -67,7 +70,7 @@ class StepRunner {
   int in_flight() const { return int(launched_.size()); }
   static constexpr int kMaxInFlight = 2;
 
-  // The decode bucket a batch of n sequences is padded to (n itself when graphs are off).
+  // The bucket a batch of n sequences is padded to (n itself when graphs are off).
   int bucket(int n) const;
   uint64_t graph_replays() const { return replays_; }
   uint64_t graph_captures() const { return captures_; }
@@ -80,7 +83,7 @@ class StepRunner {
   Status pack(const StepBatch& b, int64_t T, int64_t R, int slot);
   Status device_step(const Views& v, bool logprobs, bool entries);
   Status run(const Views& v, bool logprobs, bool entries, bool graph);
-  Views views(int64_t T, int64_t R, bool decode_only, int64_t num_seqs) const;
+  Views views(int64_t T, int64_t R, bool all_rows, int64_t num_seqs) const;
 
   const Model& model_;
   const KvCache& kv_;
@@ -89,7 +92,7 @@ class StepRunner {
   std::unique_ptr<Workspace> ws_;
   std::unique_ptr<Arena> arena_;
   std::vector<int> buckets_;
-  std::map<std::tuple<int64_t, bool, bool>, ops::StepGraph> graphs_;  // (bucket, logprobs, entries)
+  std::map<std::tuple<int64_t, int, bool, bool>, ops::StepGraph> graphs_;  // (tokens, per seq, logprobs, entries)
   uint64_t graphs_generation_ = 0;
   bool graphs_failed_ = false;
   uint64_t replays_ = 0, captures_ = 0;

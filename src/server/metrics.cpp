@@ -65,7 +65,7 @@ struct Series {
 // The engine's gauges and counters, in the order of the exposition text.
 std::vector<Series> engine_series(const EngineStats& s) {
   const double usage = s.kv_blocks_total ? double(s.kv_blocks_used) / s.kv_blocks_total : 0.0;
-  return {
+  std::vector<Series> v = {
       {"vllm:num_requests_running", "Number of requests in model execution batches.", "gauge", double(s.running)},
       {"vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge", double(s.waiting)},
       {"vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge", usage},
@@ -76,6 +76,20 @@ std::vector<Series> engine_series(const EngineStats& s) {
       {"vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", "counter", double(s.prefix_cache_queries)},
       {"vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", "counter", double(s.prefix_cache_hits)},
   };
+  if (s.spec_tokens > 0) {  // with --speculative-config only, as vLLM
+    v.push_back({"vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", "counter", double(s.spec.drafts)});
+    v.push_back({"vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "counter",
+                 double(s.spec.draft_tokens)});
+    v.push_back({"vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "counter",
+                 double(s.spec.accepted_tokens)});
+  }
+  return v;
+}
+
+// Accepted draft tokens by position in the draft (0 = the first draft token), k positions.
+constexpr const char* kSpecPerPos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+uint64_t accepted_at(const EngineStats& s, int i) {
+  return size_t(i) < s.spec.accepted_per_position.size() ? s.spec.accepted_per_position[size_t(i)] : 0;
 }
 
 constexpr const char* kFinishReasons[] = {"stop", "length", "abort"};
@@ -99,6 +113,11 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& s)
   const std::string labels = fmt::format("model_name=\"{}\"", model_name);
   std::string out;
   for (const Series& x : engine_series(s)) gauge(out, x.name, x.help, labels, x.value, x.type);
+  if (s.spec_tokens > 0) {
+    out += fmt::format("# HELP {} Accepted tokens per draft position.\n# TYPE {} counter\n", kSpecPerPos, kSpecPerPos);
+    for (int i = 0; i < s.spec_tokens; ++i)
+      out += fmt::format("{}{{{},position=\"{}\"}} {}\n", kSpecPerPos, labels, i, accepted_at(s, i));
+  }
   std::lock_guard lock(mu_);
   out += "# HELP vllm:request_success_total Count of successfully processed requests.\n"
          "# TYPE vllm:request_success_total counter\n";
@@ -118,6 +137,11 @@ std::string Metrics::render(const std::string& model_name, const EngineStats& s)
 nlohmann::ordered_json Metrics::json(const std::string& model_name, const EngineStats& s) const {
   nlohmann::ordered_json m = nlohmann::ordered_json::object();
   for (const Series& x : engine_series(s)) m[x.name] = x.value;
+  if (s.spec_tokens > 0) {
+    nlohmann::ordered_json per_pos = nlohmann::ordered_json::array();
+    for (int i = 0; i < s.spec_tokens; ++i) per_pos.push_back(accepted_at(s, i));
+    m[kSpecPerPos] = std::move(per_pos);
+  }
   std::lock_guard lock(mu_);
   nlohmann::ordered_json success = nlohmann::ordered_json::object();
   for (const char* r : kFinishReasons) {

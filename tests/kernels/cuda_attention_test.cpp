@@ -216,7 +216,7 @@ TEST(CudaAttention, KvScalesMatchReference) {
   }
 }
 
-// qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel for T <= 2,
+// qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel for T <= 4,
 // linear -> qkv_rope_cache above. Checked three ways: the qkv row against the CPU reference
 // (NMSE), the k and v the CPU wrote to the cache slots of the batch (NMSE), and the whole GPU
 // cache against the unfused GPU ops on an identical cache (elementwise: a write to a wrong slot
@@ -327,7 +327,8 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
   const ProjCase cases[] = {
       {{}, 2880, {4097}, {0}, true},             // gpt-oss decode: fused GEMV
       {{}, 2880, {0, 131071}, {0, 1}, true},     // two sequences, far position: fused at T = 2
-      {{}, 2880, {5, 6, 7}, {0, 0, 0}, true},    // T = 3: linear (rmsnorm + cuBLASLt) -> qkv_rope_cache
+      {{}, 2880, {5, 6, 7}, {0, 0, 0}, true},    // T = 3: fused (a speculative round of 2 drafts)
+      {{}, 2880, {5, 6, 7, 8, 9}, {0, 0, 0, 0, 1}, true},  // T = 5: linear (rmsnorm + cuBLASLt) -> qkv_rope_cache
       {{}, 2880, {300}, {0}, false},             // no input norm
       {odd, 72, {17, 3}, {0, 1}, true},          // odd heads: fused
       {odd, 72, {1, 2, 3, 4, 5}, {0, 0, 1, 1, 1}, true},  // odd heads, unfused
@@ -338,7 +339,8 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
       {odd, 96, {17}, {0}, true, true},                     // MXFP4, odd heads, fused at T = 1
       {odd, 96, {17, 3}, {0, 1}, true, true},               // MXFP4, Dh % 16 != 0: GEMV, then qkv_rope_cache
       {{}, 2880, {4097}, {0}, true, false, true},           // FP8 cache: fused bf16_bf16w_gemv epilogue
-      {{}, 2880, {5, 6, 7}, {0, 0, 0}, true, false, true},  // FP8 cache: linear -> qkv_rope_cache
+      {{}, 2880, {5, 6, 7}, {0, 0, 0}, true, false, true},  // FP8 cache: fused at T = 3
+      {{}, 2880, {5, 6, 7, 8, 9}, {0, 0, 0, 0, 1}, true, false, true},  // FP8 cache: linear -> qkv_rope_cache
       {{}, 2880, {5, 6, 7, 9}, {0, 0, 0, 1}, true, true, true},  // FP8 cache: bf16_mxfp4w_gemv_mma epilogue
       {{}, 2880, {300}, {0}, false, true, true},            // FP8 cache: bf16_mxfp4w_gemv epilogue
   };

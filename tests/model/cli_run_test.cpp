@@ -1,6 +1,8 @@
 // `mxserve run --dump-logits` and `mxserve info` end to end on a fixture: the .npy holds
 // [steps, vocab] float32 rows equal to Hugging Face's greedy logits (row 0 = last prompt position).
 // --kv-cache-dtype / --kv-scale on run, bench and serve: bad values are clear errors.
+// --speculative-config on run, bench and serve: bad JSON, methods and keys are clear errors; run
+// prints the same tokens with it as without.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -112,6 +114,47 @@ TEST(CliRun, Fp8KvCacheRunsCalibratedOrWithFixedScales) {
   const auto [code2, out2] = test::run_command(run + " --kv-scale 0.02,0.01");
   EXPECT_EQ(code2, 0) << out2;
   EXPECT_EQ(out2.find("calibrated"), std::string::npos) << out2;
+}
+
+TEST(CliRun, SpeculativeConfigErrorsAndSameTokens) {
+  const std::string bin = test::mxserve_binary().string() + " ";
+  const std::string model = (test::fixtures_dir() / "models" / "tiny").string();
+  const std::string run = bin + "run " + model + " --backend cpu --prompt-ids 1,2 -n 1 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {run + "--speculative-config '{\"method\": \"eagle3\", \"num_speculative_tokens\": 3}'",
+       "method \"eagle3\" is not supported; supported: \"ngram\""},
+      {run + "--speculative-config '{\"method\": \"ngram\", \"k\": 3}'", "unknown key \"k\""},
+      {run + "--speculative-config 'ngram'", "expected a JSON object"},
+      {bin + "bench " + model + " --backend cpu --spec-acceptance-rate 0.5",
+       "--spec-acceptance-rate needs --speculative-config"},
+      {bin + "bench " + model + " --backend cpu --speculative-config '{\"method\": \"ngram\"}'",
+       "\"num_speculative_tokens\" is required"},
+      {bin + "serve " + model + " --backend cpu --port 0 --speculative-config '{\"method\": \"ngram\", "
+                                "\"num_speculative_tokens\": 99}'",
+       "\"num_speculative_tokens\" must be in [0, 15]"},
+  };
+  for (const auto& [cmd, want] : cases) {
+    const auto [code, out] = test::run_command(cmd);
+    EXPECT_EQ(code, 1) << cmd << "\n" << out;
+    EXPECT_NE(out.find(want), std::string::npos) << cmd << "\n" << out;
+  }
+  // A prompt that repeats itself, so that prompt lookup drafts.
+  const std::string gen = bin + "run " + model + " --backend cpu --ignore-eos -n 24 --prompt-ids "
+                          "5,6,7,8,9,5,6,7,8,9,5,6,7,8,9,5,6,7 ";
+  const auto [code, plain] = test::run_command(gen);
+  ASSERT_EQ(code, 0) << plain;
+  const auto [code2, spec] = test::run_command(gen + "--speculative-config '{\"method\": \"ngram\", "
+                                                     "\"num_speculative_tokens\": 3, \"prompt_lookup_max\": 3}'");
+  ASSERT_EQ(code2, 0) << spec;
+  auto ids = [](const std::string& out) {  // the printed ids: the text after the load line, up to the next log line
+    const size_t loaded = out.find("loaded ");
+    const size_t start = out.find('\n', loaded) + 1;
+    const size_t end = out.find("INFO", start);
+    return loaded == std::string::npos || end == std::string::npos ? std::string() : out.substr(start, end - start);
+  };
+  EXPECT_FALSE(ids(plain).empty()) << plain;
+  EXPECT_EQ(ids(spec), ids(plain)) << spec;
+  EXPECT_NE(spec.find("speculative decoding (ngram, up to 3 tokens per round"), std::string::npos) << spec;
 }
 
 }  // namespace

@@ -15,7 +15,6 @@
 namespace mx {
 namespace {
 
-using namespace std::chrono_literals;
 
 // The bound on the logits' NMSE against the f32 cache: E4M3 keeps 3 mantissa bits (relative error
 // up to 1/16 per element), far below this; a cache of zeros or garbage is far above it (checked in
@@ -31,22 +30,11 @@ EngineArgs engine_args(KvCacheDtype dtype, std::optional<std::array<float, 2>> s
           .num_kv_blocks = 64, .stats_interval_seconds = 0, .kv_cache_dtype = dtype, .kv_scales = scales};
 }
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;  // (tokens, V)
-  FinishReason reason = FinishReason::None;
-};
+using Output = test::Collected;  // with the kept (tokens, V) logits
 
-// Reads a stream to its end (bounded: fails after 60 s).
+// Reads a stream to its end, which must be its length.
 Output read_all(RequestStream& s) {
-  Output o;
-  const auto deadline = Clock::now() + 60s;
-  while (o.reason == FinishReason::None && Clock::now() < deadline) {
-    StreamUpdate u = s.wait(100ms);
-    o.tokens.insert(o.tokens.end(), u.tokens.begin(), u.tokens.end());
-    o.logits.insert(o.logits.end(), u.logits.begin(), u.logits.end());
-    o.reason = u.reason;
-  }
+  Output o = test::collect(s);
   EXPECT_EQ(o.reason, FinishReason::Length) << "request " << s.id();
   return o;
 }

@@ -23,25 +23,8 @@ using namespace std::chrono_literals;
 using test::make_prompt;
 using test::tiny_model;
 
-struct Collected {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  FinishReason reason = FinishReason::None;
-};
-
-// Reads a stream to its end (bounded: fails after 60 s).
-Collected collect(RequestStream& s) {
-  Collected c;
-  const auto deadline = Clock::now() + 60s;
-  while (c.reason == FinishReason::None && Clock::now() < deadline) {
-    StreamUpdate u = s.wait(100ms);
-    c.tokens.insert(c.tokens.end(), u.tokens.begin(), u.tokens.end());
-    c.logprobs.insert(c.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
-    c.reason = u.reason;
-  }
-  EXPECT_NE(c.reason, FinishReason::None) << "request " << s.id() << " did not finish in 60 s";
-  return c;
-}
+using test::collect;
+using test::Collected;
 
 std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int max_tokens, SamplingParams sp = {}) {
   GenerateOptions opt;
