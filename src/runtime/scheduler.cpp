@@ -322,6 +322,7 @@ void Engine::propose_drafts() {
     const size_t len = size_t(d >= 0 ? std::min(d, limit[i]) : forced_ ? limit[i] : int(s.draft.size()));
     s.draft.resize(std::min(s.draft.size(), len));
     while (s.draft.size() < len) s.draft.push_back(s.tokens.back());
+    if (len == 0 && s.draft_offered > 0) s.spec_rate.idle();
     s.draft_offered = std::min(s.draft_offered, int(len));
   }
 }

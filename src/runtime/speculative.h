@@ -83,16 +83,22 @@ class ForcedAcceptance {
 };
 
 // A sequence's recent acceptance as a per-token rate: each round counts its accepted draft tokens
-// as hits and its rejected one, if any, as a miss; older rounds weigh less. The prior (2 hits, 1
-// miss) lets a new sequence draft.
+// as hits and its rejected one, if any, as a miss; older rounds weigh less (about the last 20). The
+// prior (2 hits, 1 miss) lets a new sequence draft; a step in which it offered a draft but the
+// policy chose none moves it back toward the prior (about 30 such steps), so that a sequence
+// whose early drafts failed is tried again instead of never being measured.
 struct AcceptanceRate {
-  double hits = 2, misses = 1;
+  double hits = kPriorHits, misses = kPriorMisses;
   double rate() const { return hits / (hits + misses); }
   void add(int drafted, int accepted) {
     hits = kDecay * hits + accepted;
     misses = kDecay * misses + (accepted < drafted ? 1 : 0);
   }
-  static constexpr double kDecay = 0.8;
+  void idle() {
+    hits += kRecover * (kPriorHits - hits);
+    misses += kRecover * (kPriorMisses - misses);
+  }
+  static constexpr double kDecay = 0.95, kRecover = 0.03, kPriorHits = 2, kPriorMisses = 1;
 };
 
 // The draft length d of a step, one for every drafting sequence (so that the step stays uniform

@@ -6,6 +6,7 @@
 // bench's forced acceptance gives the acceptance length it is asked for.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "kernels/ops.h"
@@ -137,10 +138,16 @@ TEST(DraftPolicy, PicksTheFastestExpectedLength) {
   EXPECT_LE(other, 4);
   AcceptanceRate r;
   EXPECT_NEAR(r.rate(), 2.0 / 3.0, 1e-12);
-  for (int i = 0; i < 20; ++i) r.add(3, 0);
-  EXPECT_LT(r.rate(), 0.05);
-  for (int i = 0; i < 20; ++i) r.add(3, 3);
+  for (int i = 0; i < 40; ++i) r.add(3, 0);
+  EXPECT_LT(r.rate(), 0.02);
+  for (int i = 0; i < 40; ++i) r.add(3, 3);
   EXPECT_GT(r.rate(), 0.95);
+  AcceptanceRate failing;
+  for (int i = 0; i < 40; ++i) failing.add(3, 0);
+  EXPECT_LT(failing.rate(), 0.02);
+  for (int i = 0; i < 100; ++i) failing.idle();  // no drafts for a while: back toward the prior
+  EXPECT_GT(failing.rate(), 0.5);
+  EXPECT_LT(failing.rate(), 2.0 / 3.0);
 }
 
 // Proposes each request's known continuation (from a run without speculation): every draft token
@@ -360,9 +367,10 @@ TEST(SpeculativeEngine, BenchRowsReportAcceptance) {
 // On CUDA (tiny-gqa8): uniform rounds replay CUDA graphs (a bucket of sequences x k + 1 tokens),
 // mixed ones run eagerly. A round's rows come from kernels run over k + 1 tokens (the attention
 // splits its keys by the call's size), so their logits may differ from a one-token step's by BF16
-// rounding: the tokens must equal those without speculation, with the same log-probabilities, up to
-// the first position where the run without speculation had a near-tie between its top two tokens
-// (the tiny model's random weights give many).
+// rounding: the tokens must equal those without speculation up to the first position where the
+// run without speculation had a near-tie between its top two tokens (the tiny model's random
+// weights give many), with log-probabilities that agree to BF16 noise (a wrong position or a
+// stale key would move them by whole units).
 TEST(SpeculativeEngine, CudaRoundsReplayGraphsAndKeepTheTokens) {
   if (!ops::cuda_available()) GTEST_SKIP() << "no CUDA device";
   auto model = Model::load((test::fixtures_dir() / "models" / "tiny-gqa8").string(), Device::CUDA, ShowProgress::No);
@@ -385,18 +393,25 @@ TEST(SpeculativeEngine, CudaRoundsReplayGraphsAndKeepTheTokens) {
   };
   auto expect_equal_until_a_tie = [&](const RunResult& plain, const RunResult& spec, const std::string& what) {
     ASSERT_EQ(plain.out.size(), spec.out.size());
+    double sum = 0;
+    int matched = 0;
     for (size_t i = 0; i < plain.out.size(); ++i) {
       const Collected &want = plain.out[i], &got = spec.out[i];
       ASSERT_EQ(got.tokens.size(), want.tokens.size()) << what << ", request " << i;
       size_t t = 0;
-      for (; t < want.tokens.size() && got.tokens[t] == want.tokens[t]; ++t)
-        EXPECT_NEAR(got.logprobs[t].logprob, want.logprobs[t].logprob, 0.05) << what << ", request " << i << " token " << t;
+      for (; t < want.tokens.size() && got.tokens[t] == want.tokens[t]; ++t, ++matched) {
+        const double d = std::abs(got.logprobs[t].logprob - want.logprobs[t].logprob);
+        sum += d;
+        EXPECT_LT(d, 0.25) << what << ", request " << i << " token " << t;
+      }
       if (t == want.tokens.size()) continue;
       const auto& top = want.logprobs[t].top;
       ASSERT_EQ(top.size(), 2u);
       EXPECT_LT(top[0].second - top[1].second, 0.1)
           << what << ", request " << i << ": differs at token " << t << " without a near-tie";
     }
+    EXPECT_GT(matched, 20) << what;
+    EXPECT_LT(sum / std::max(matched, 1), 0.02) << what << ": mean |logprob difference| over " << matched << " tokens";
   };
   EngineArgs a = {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 128, .kv_block_size = 16,
                   .num_kv_blocks = 128, .stats_interval_seconds = 0};
