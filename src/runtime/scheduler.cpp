@@ -290,8 +290,8 @@ bool Engine::wants_drafts() const {
 }
 
 // A draft for each running sequence at its decode position whose samples are all read, never
-// past max_tokens (a round emits drafts + 1 tokens at most). Sequences with penalties or guided
-// decoding do not draft (their rows' counts and masks would depend on the drafts before them).
+// past max_tokens (a round emits drafts + 1 tokens at most). Sequences with guided decoding do not
+// draft (each row's mask would depend on the constraint's state after the drafts before it).
 // Adaptive: every draft gets the policy's length for this step, the proposer's tokens cut or
 // padded with the last token (a filler the target rarely confirms; it keeps the step uniform, one
 // CUDA graph). Fixed: each sequence its proposal of up to k tokens. bench's forced rounds count
@@ -304,7 +304,7 @@ void Engine::propose_drafts() {
   std::vector<DraftPolicy::Candidate> offers;
   for (auto& sp : plan_.running) {
     Sequence& s = *sp;
-    if (s.pending > 0 || s.remaining() != 1 || s.fully_scheduled() || s.counts || s.params.constraint) continue;
+    if (s.pending > 0 || s.remaining() != 1 || s.fully_scheduled() || s.params.constraint) continue;
     const int k = std::min(args_.speculative.num_speculative_tokens, s.params.max_tokens - s.generated - 1);
     if (k <= 0) continue;
     proposer_->propose(s.tokens, k, s.draft);
@@ -372,7 +372,14 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
     s.synced_window = s.window.size();
     if (!ch.samples) continue;
     const RequestParams& p = s.params;
+    std::unique_ptr<TokenCounts> draft_counts;  // penalties: row i also counts drafts 1..i as generated
     for (int i = 0; i <= ch.drafts; ++i) {  // the last token's row, then one per draft token
+      const TokenCounts* counts = s.counts.get();
+      if (s.counts && i > 0) {
+        if (!draft_counts) draft_counts = std::make_unique<TokenCounts>(*s.counts);
+        draft_counts->add_generated(s.draft[size_t(i - 1)]);
+        counts = draft_counts.get();
+      }
       const int before = s.generated + s.pending + i;  // tokens generated before this draw
       std::vector<int32_t> banned;
       if (before < p.min_tokens) {
@@ -382,7 +389,7 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
         banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
       }
       b.logit_rows.push_back(int32_t(b.tokens.size()) - 1 - ch.drafts + i);
-      b.sampling.add(p.sampling, int32_t(s.length() + i), p.logprobs, s.counts.get(), banned, masks[c]);
+      b.sampling.add(p.sampling, int32_t(s.length() + i), p.logprobs, counts, banned, masks[c]);
       rec.row_seq.push_back(&s);
     }
   }

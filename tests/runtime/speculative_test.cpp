@@ -192,7 +192,8 @@ struct Workload {
 };
 
 // Eight requests: greedy and seeded sampling (top-k/top-p), logprobs, min_tokens with stop and eos
-// ids, lengths that end rounds early.
+// ids, presence / frequency / repetition penalties (each row counts the drafts before it), lengths
+// that end rounds early.
 Workload make_workload() {
   Workload w;
   for (int i = 0; i < 8; ++i) {
@@ -200,6 +201,8 @@ Workload make_workload() {
     if (i % 2) p.sampling = {.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = uint64_t(50 + i)};
     if (i % 3 == 0) p.logprobs = 2;
     if (i == 4) p.min_tokens = 4, p.eos_ids = {23, 24}, p.ignore_eos = IgnoreEos::No, p.stop_ids = {30};
+    if (i == 5) p.sampling.frequency_penalty = 0.8f, p.sampling.repetition_penalty = 1.4f;
+    if (i == 6) p.sampling.presence_penalty = 1.5f;
     w.requests.push_back(std::move(p));
   }
   return w;
