@@ -372,6 +372,14 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
     s.synced_window = s.window.size();
     if (!ch.samples) continue;
     const RequestParams& p = s.params;
+    std::vector<int32_t> min_tokens_bans;  // stop and eos ids, for the rows drawn before min_tokens
+    if (s.generated + s.pending < p.min_tokens) {
+      min_tokens_bans = p.stop_ids;
+      if (p.ignore_eos == IgnoreEos::No) min_tokens_bans.insert(min_tokens_bans.end(), p.eos_ids.begin(), p.eos_ids.end());
+      std::sort(min_tokens_bans.begin(), min_tokens_bans.end());
+      min_tokens_bans.erase(std::unique(min_tokens_bans.begin(), min_tokens_bans.end()), min_tokens_bans.end());
+    }
+    static const std::vector<int32_t> kNoBans;
     std::unique_ptr<TokenCounts> draft_counts;  // penalties: row i also counts drafts 1..i as generated
     for (int i = 0; i <= ch.drafts; ++i) {  // the last token's row, then one per draft token
       const TokenCounts* counts = s.counts.get();
@@ -381,13 +389,7 @@ Status Engine::launch_step(const std::vector<Chunk>& chunks) {
         counts = draft_counts.get();
       }
       const int before = s.generated + s.pending + i;  // tokens generated before this draw
-      std::vector<int32_t> banned;
-      if (before < p.min_tokens) {
-        banned = p.stop_ids;
-        if (p.ignore_eos == IgnoreEos::No) banned.insert(banned.end(), p.eos_ids.begin(), p.eos_ids.end());
-        std::sort(banned.begin(), banned.end());
-        banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
-      }
+      const std::vector<int32_t>& banned = before < p.min_tokens ? min_tokens_bans : kNoBans;
       b.logit_rows.push_back(int32_t(b.tokens.size()) - 1 - ch.drafts + i);
       b.sampling.add(p.sampling, int32_t(s.length() + i), p.logprobs, counts, banned, masks[c]);
       rec.row_seq.push_back(&s);
@@ -533,7 +535,9 @@ uint64_t Engine::accept_round(Sequence& s, const StepOutput& out, int64_t row, i
   for (int i = 0; i <= accepted && s.finished == FinishReason::None; ++i, ++n)
     emit(s, forced_ && i < accepted ? s.draft[size_t(i)] : samples[size_t(i)], out, row + i);
   s.computed -= drafts - accepted;
-  if (s.draft_offered > 0) s.spec_rate.add(s.draft_offered, std::min(accepted, s.draft_offered));
+  // The proposer's part of what was fed (the plan may have cut the draft to the token budget).
+  const int offered = std::min(s.draft_offered, drafts);
+  if (offered > 0) s.spec_rate.add(offered, std::min(accepted, offered));
   s.draft.clear();
   return n;
 }
