@@ -41,6 +41,14 @@ void add_mxfp4_layers_option(CLI::App* cmd, std::string* value) {
 
 Mxfp4Layers mxfp4_layers_or_exit(const std::string& value) { return value_or_exit(parse_mxfp4_layers(value)); }
 
+void add_tensor_parallel_option(CLI::App* cmd, int* value) {
+  cmd->add_option("--tensor-parallel-size", *value,
+                  "Split the model over this many GPUs (0..N-1; CUDA_VISIBLE_DEVICES picks them) with tensor "
+                  "parallelism: 1, 2, 4 or 8 (-tp N; docs/TENSOR_PARALLEL.md)")
+      ->default_val(1)
+      ->check(CLI::IsMember({1, 2, 4, 8}));
+}
+
 void add_kv_cache_dtype_options(CLI::App* cmd, KvCacheFlags* flags, KvScaleOption scale) {
   cmd->add_option("--kv-cache-dtype", flags->dtype,
                   "KV cache element type: auto (the activations': bf16 on CUDA, f32 on the CPU) or fp8 (E4M3 with a "

@@ -45,6 +45,10 @@ KvCacheSettings kv_cache_settings_or_exit(const KvCacheFlags& flags);
 // "bf16", "fp8 e4m3, scales calibrated from the first prefill", "fp8 e4m3, scales fixed at K 0.5, V 0.25"
 std::string describe_kv_cache(const KvCacheSettings& kv, Device device);
 
+// --tensor-parallel-size N (-tp N) on run, serve and bench: the model split over N GPUs (or N CPU
+// threads with --backend cpu: the stand-in of docs/TENSOR_PARALLEL.md).
+void add_tensor_parallel_option(CLI::App* cmd, int* value);
+
 // --speculative-config JSON (runtime/speculative.h) on run, serve and bench.
 void add_speculative_option(CLI::App* cmd, std::string* value);
 SpeculativeConfig speculative_config_or_exit(const std::string& value);

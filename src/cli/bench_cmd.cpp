@@ -13,6 +13,7 @@ namespace {
 struct BenchFlags {
   std::string model, prompts = "2048", gens = "32,128", depths = "0", batches = "1", backend = "auto";
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
+  int tensor_parallel = 1;  // --tensor-parallel-size
   KvCacheFlags kv_cache;
   std::string speculative;
   double spec_acceptance_rate = -1;
@@ -55,14 +56,18 @@ Status bench(const BenchFlags& f) {
   MX_CHECK(f.spec_acceptance_rate < 0 || o.speculative.enabled(),
            "--spec-acceptance-rate needs --speculative-config with num_speculative_tokens >= 1");
   o.spec_acceptance_rate = f.spec_acceptance_rate;
-  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
+  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
   auto on_row = [](const BenchRow& r) {
     if (r.skipped.empty())
       log_info("{}{} batch {}: {:.2f} t/s", r.test, r.depth ? fmt::format(" @ d{}", r.depth) : "", r.batch, r.mean);
   };
   MX_ASSIGN(BenchReport rep, run_bench(*model, o, on_row));
-  std::printf("\ncopy bandwidth (device to device, read + write): %.0f GB/s\n\n%s", rep.copy_gbps,
-              format_bench_table(*model, rep).c_str());
+  std::printf("\ncopy bandwidth (device to device, read + write): %.0f GB/s\n", rep.copy_gbps);
+  if (model->tp_size() > 1)
+    std::printf("tensor parallel over %d GPUs: t/s is the whole model's; GB/s and %% of floor are one GPU's (the bytes of "
+                "its shard)\n",
+                model->tp_size());
+  std::printf("\n%s", format_bench_table(*model, rep).c_str());
   if (!rep.profile.empty()) std::printf("\n%s", format_profile_table(rep).c_str());
   return ok_status();
 }
@@ -88,6 +93,7 @@ void register_bench(CLI::App& app) {
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
+  add_tensor_parallel_option(cmd, &f->tensor_parallel);
   add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::No);
   add_speculative_option(cmd, &f->speculative);
   cmd->add_option("--spec-acceptance-rate", f->spec_acceptance_rate,

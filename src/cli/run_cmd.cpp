@@ -21,6 +21,7 @@ namespace {
 struct RunFlags {
   std::string model, prompt, prompt_ids, backend = "auto", dump_logits;
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
+  int tensor_parallel = 1;  // --tensor-parallel-size
   KvCacheFlags kv_cache;
   std::string speculative;
   int max_tokens = 64, top_k = 0;
@@ -101,7 +102,7 @@ Status run(RunFlags f) {
   if (f.model.empty()) {
     MX_ASSIGN(f.model, demo_model_dir());
   }
-  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
+  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
   std::shared_ptr<const Tokenizer> tok;
   if (std::filesystem::exists(model->path / "tokenizer.json")) {
     auto t = Tokenizer::load(model->path / "tokenizer.json");
@@ -208,6 +209,7 @@ void register_run(CLI::App& app) {
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
+  add_tensor_parallel_option(cmd, &f->tensor_parallel);
   add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::Yes);
   add_speculative_option(cmd, &f->speculative);
   cmd->add_option("--dump-logits", f->dump_logits, "Write the logits of every step as a float32 .npy [steps, vocab]");

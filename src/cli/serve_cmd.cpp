@@ -4,12 +4,14 @@
 #include <atomic>
 #include <csignal>
 #include <algorithm>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "kernels/collective.h"
 #include "cli/demo_model.h"
 #include "core/log.h"
 #include "runtime/scheduler.h"
@@ -25,6 +27,7 @@ extern "C" void on_signal(int) { g_stop = true; }
 struct ServeFlags {
   std::string config, model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
+  int tensor_parallel = 1;  // --tensor-parallel-size
   KvCacheFlags kv_cache;
   std::string speculative;  // --speculative-config JSON
   int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
@@ -54,10 +57,17 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
   if (f.num_gpu_blocks_override > 0) return f.num_gpu_blocks_override;
   double budget = 0;
   if (m.weights.device == Device::CUDA) {
-    MX_ASSIGN(ops::MemoryInfo mi, ops::memory_info(Device::CUDA));
-    const double used = double(mi.total_bytes - mi.free_bytes);
-    const double headroom = 1.5 * double(1u << 30);
-    budget = f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom;
+    // Every rank's cache has the same blocks: the GPU with the least room decides.
+    budget = std::numeric_limits<double>::max();
+    for (int r = 0; r < m.tp_size(); ++r) {
+      MX_TRY(ops::use_gpu(r));
+      auto mi = ops::memory_info(Device::CUDA);
+      MX_TRY(ops::use_gpu(0));
+      MX_TRY(mi.status());
+      const double used = double(mi->total_bytes - mi->free_bytes);
+      const double headroom = 1.5 * double(1u << 30);
+      budget = std::min(budget, f.gpu_memory_utilization * double(mi->total_bytes) - used - headroom);
+    }
   } else {
     budget = f.gpu_memory_utilization * double(4ull << 30);
   }
@@ -136,6 +146,7 @@ nlohmann::ordered_json startup_settings(const ServeFlags& f, const EngineArgs& e
           {"decode_steps", device == Device::CUDA && !f.enforce_eager ? "cuda graphs" : "eager"},
           {"moe_activation", f.moe_activation},
           {"mxfp4_layers", mxfp4_applied},
+          {"tensor_parallel_size", f.tensor_parallel},
           {"speculative_config", ea.speculative.describe()},
           {"max_waiting_requests", f.max_waiting_requests},
           {"max_connections", h.max_connections},
@@ -186,7 +197,7 @@ Status serve(ServeFlags f) {
                       .max_reasoning_tokens = f.max_reasoning_tokens});
   log_limits(f);
   MX_TRY(srv.start());
-  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4));
+  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
   std::shared_ptr<const Tokenizer> tok;
   const fs::path tok_path = f.tokenizer.empty() ? model->path / "tokenizer.json" : fs::path(f.tokenizer);
   if (fs::exists(tok_path)) {
@@ -206,7 +217,7 @@ Status serve(ServeFlags f) {
                 .kv_cache_dtype = kv.dtype,
                 .kv_scales = kv.scales,
                 .speculative = spec};
-  const KvLayout layout = kv_layout(c, ea, device);
+  const KvLayout layout = kv_layout(model->rank_config(), ea, device);
   MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout));
   const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
   ea.max_model_len = f.max_model_len > 0 ? f.max_model_len : c.max_position_embeddings;
@@ -218,10 +229,11 @@ Status serve(ServeFlags f) {
            model->mxfp4_layers.any() ? "mxfp4 where --mxfp4-layers " + model->mxfp4_layers.describe() + ", else bf16"
                                      : std::string("bf16"),
            c.mxfp4_experts ? "mxfp4" : "bf16", device == Device::CPU ? "f32 (CPU reference)" : "bf16", kv_described);
-  log_info("KV cache: {} tokens ({:.2f} GiB, {}) + a {:.2f} GiB window pool; maximum concurrency for {} tokens per "
+  log_info("KV cache: {} tokens ({:.2f} GiB, {}{}) + a {:.2f} GiB window pool; maximum concurrency for {} tokens per "
            "request: {:.2f}x",
            kv_tokens, double(layout.bytes_per_block) * ea.num_kv_blocks / double(1u << 30),
            kv_element_name(kv.dtype, device),
+           model->tp_size() > 1 ? fmt::format("; on each of {} GPUs, for its kv heads", model->tp_size()) : std::string(),
            double(layout.window_pool_bytes) / double(1u << 30), ea.max_model_len,
            double(kv_tokens) / ea.max_model_len);
   log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}, async "
@@ -253,6 +265,7 @@ Status serve(ServeFlags f) {
 Result<std::vector<std::string>> expand_args(std::vector<std::string> args) {
   for (auto& a : args)
     if (a == "-np") a = "--parallel";  // CLI11 takes one-letter short flags only
+    else if (a == "-tp") a = "--tensor-parallel-size";
   auto it = std::find(args.begin(), args.end(), "--config");
   if (it == args.end() || it + 1 == args.end()) return args;
   const std::string path = *(it + 1);
@@ -339,6 +352,7 @@ void register_serve(CLI::App& app) {
       ->default_val("auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_moe_activation_option(cmd, &f->moe_activation);
   add_mxfp4_layers_option(cmd, &f->mxfp4_layers);
+  add_tensor_parallel_option(cmd, &f->tensor_parallel);
   add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::Yes);
   add_speculative_option(cmd, &f->speculative);
   cmd->callback([f] { exit_on_error(serve(*f)); });

@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/collective.h"
 #include "kernels/ops.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
@@ -98,6 +99,7 @@ struct PendingTiming {
 };
 std::atomic<bool> g_profiling{false};  // set by a bench thread, read by the engine thread
 std::vector<PendingTiming> g_timings;
+thread_local bool t_unprofiled = false;  // a tensor-parallel follower's thread: rank 0 alone is timed
 
 // Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds. `bytes` is what
 // the op reads and writes at least (for the profile's GB/s).
@@ -107,7 +109,7 @@ Status route(const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe
   if (print_dispatch()) log_info("dispatch {}: {}", op, device == Device::CPU ? "cpu reference" : "cuda");
   const std::string name = std::string(op) + (device == Device::CPU ? "/cpu" : "/cuda");
   if (device == Device::CPU) {
-    if (!g_profiling) return cpu_fn(a);
+    if (!g_profiling || t_unprofiled) return cpu_fn(a);
     const auto t0 = std::chrono::steady_clock::now();
     Status st = cpu_fn(a);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -115,7 +117,7 @@ Status route(const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe
     return st;
   }
 #ifdef MXSERVE_HAVE_CUDA
-  if (!g_profiling) return cuda_fn(a);
+  if (!g_profiling || t_unprofiled) return cuda_fn(a);
   void* start = cuda::event_record();
   Status st = cuda_fn(a);
   g_timings.push_back({name, bytes, start, cuda::event_record(), 0});
@@ -655,7 +657,32 @@ std::vector<std::string> dispatch_summary(Device device) {
   };
 }
 
+// The tensor-parallel collectives (kernels/collective.h) go through route() for the profile only:
+// each group implements its own backend.
+namespace {
+struct CollectiveCall {
+  std::function<Status()> run;
+};
+Status run_call(const CollectiveCall& c) { return c.run(); }
+}  // namespace
+
+Status all_reduce_add(Collective& c, PartialSlot s, const Tensor& x) {
+  const CollectiveCall call{[&] { return c.all_reduce_add(s, x); }};
+  return route("all_reduce_add", x.device, call, run_call, run_call, double(x.nbytes()) * (c.size() + 1));
+}
+
+Status gather_logits(Collective& c, const Tensor& full, int64_t R, Device device) {
+  const CollectiveCall call{[&] { return c.gather_logits(full, R); }};
+  return route("gather_logits", device, call, run_call, run_call, 2.0 * double(full.nbytes()));
+}
+
+Status broadcast(Collective& c, int64_t n, Device device) {
+  const CollectiveCall call{[&] { return c.broadcast(n); }};
+  return route("broadcast", device, call, run_call, run_call, 4.0 * double(n));
+}
+
 void set_profiling(bool on) { g_profiling = on; }
+void exclude_thread_from_profile() { t_unprofiled = true; }
 
 std::vector<OpProfile> take_profile() {
 #ifdef MXSERVE_HAVE_CUDA

@@ -86,6 +86,23 @@ Status copy(const Tensor& dst, const Tensor& src) {
 #endif
 }
 
+Status copy_2d(void* dst, size_t dpitch, Device dst_device, const void* src, size_t spitch, Device src_device,
+               size_t width, size_t height) {
+  MX_CHECK(width <= dpitch && width <= spitch, "copy_2d: rows of {} bytes with pitches {} and {}", width, dpitch, spitch);
+  if (width == 0 || height == 0) return ok_status();
+  if (dst_device == Device::CPU && src_device == Device::CPU) {
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+    return ok_status();
+  }
+#ifdef MXSERVE_HAVE_CUDA
+  if (height == 1) return cuda::memcpy_any(dst, src, width);
+  return cuda::memcpy_2d(dst, dpitch, src, spitch, width, height);
+#else
+  return MX_ERROR("copy_2d: CUDA memory in a build without CUDA");
+#endif
+}
+
 Status copy_async(const Tensor& dst, const Tensor& src) {
   MX_CHECK(dst.nbytes() == src.nbytes(), "copy_async: {} bytes into {} bytes", src.nbytes(), dst.nbytes());
   if (src.nbytes() == 0) return ok_status();

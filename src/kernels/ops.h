@@ -50,6 +50,10 @@ class Buffer {
 
 // Byte copy between tensors of equal byte size, any direction.
 Status copy(const Tensor& dst, const Tensor& src);
+// `height` rows of `width` bytes from src (rows `spitch` bytes apart) to dst (rows `dpitch` apart),
+// any direction (one cudaMemcpy2D); dst_device / src_device say where each pointer lives.
+Status copy_2d(void* dst, size_t dpitch, Device dst_device, const void* src, size_t spitch, Device src_device,
+               size_t width, size_t height);
 // The same, queued on the device's stream after the work before it (host memory must be pinned
 // and stay untouched until an Event recorded after the copy completes); immediate on the CPU.
 Status copy_async(const Tensor& dst, const Tensor& src);
@@ -436,6 +440,7 @@ struct OpProfile {
   double bytes = 0;
 };
 void set_profiling(bool on);
+void exclude_thread_from_profile();  // the calling thread's ops are never timed (tensor-parallel followers)
 // The backend's path choices and their thresholds, one line each (logged once at start-up).
 std::vector<std::string> dispatch_summary(Device device);
 std::vector<OpProfile> take_profile();  // waits for the device, returns and clears the table

@@ -3,7 +3,9 @@
 // -> MXFP4 experts + residual] -> final RMSNorm -> lm_head. The attention norm + qkv + RoPE + cache
 // write is one op (qkv_projection) and the MoE norm + router another (moe_router): decode runs
 // each as one kernel; the top-k over the router logits belongs to the experts op (ops::moe), whose
-// decode kernels select the experts themselves.
+// decode kernels select the experts themselves. With tensor parallelism (a.tp) each rank runs this
+// over its shard: the o projection and the experts write partial sums that an all-reduce adds to
+// the residual stream on every rank, and lm_head's vocabulary slices are gathered on rank 0.
 #include "model/forward.h"
 
 #include <cmath>
@@ -41,9 +43,12 @@ Result<Workspace> Workspace::create(const ModelConfig& c, Device device, int max
 }
 
 Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
-  const ModelConfig& c = m.config;
+  const ModelConfig& c = m.rank_config();
   const ModelWeights& w = m.weights;
   const int64_t T = a.tokens.dim(0), R = a.logit_rows.dim(0);
+  ops::Collective* tp = a.tp;
+  MX_CHECK((tp != nullptr) == (m.tp_size() > 1), "forward: a model split over {} ranks needs {} collective",
+           m.tp_size(), m.tp_size() > 1 ? "a" : "no");
   MX_CHECK(T > 0 && T <= ws.max_tokens(), "forward: {} tokens, workspace holds {}", T, ws.max_tokens());
   MX_CHECK(R <= ws.max_logit_rows(), "forward: {} logit rows, workspace holds {}", R, ws.max_logit_rows());
   MX_CHECK(!a.all_rows || R == T, "forward: all_rows with {} logit rows for {} tokens", R, T);
@@ -84,8 +89,14 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                            .batch = batch,
                            .cache = a.cache[size_t(l)],
                            .out = attn}));
-    MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut,
-                        .w_scales = L.o_w_scales}));
+    if (tp) {
+      MX_ASSIGN(const Tensor part, tp->partial(ops::PartialSlot::Attention, T));
+      MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = part, .w_scales = L.o_w_scales}));
+      MX_TRY(ops::all_reduce_add(*tp, ops::PartialSlot::Attention, x));
+    } else {
+      MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut,
+                          .w_scales = L.o_w_scales}));
+    }
     // MoE block.
     MX_TRY(ops::moe_router({.x = x,
                             .norm_weight = L.mlp_norm,
@@ -95,6 +106,10 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                             .bias = L.router_b,
                             .xn = xn,
                             .logits = router}));
+    Tensor experts_out = x;
+    if (tp) {
+      MX_ASSIGN(experts_out, tp->partial(ops::PartialSlot::Experts, T));
+    }
     MX_TRY(ops::moe({.x = xn,
                      .ids = top_ids,
                      .weights = top_w,
@@ -102,14 +117,20 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                      .w = L.experts,
                      .swiglu_limit = c.swiglu_limit,
                      .swiglu_alpha = c.swiglu_alpha,
-                     .residual = x}));
+                     .residual = experts_out}));
+    if (tp) MX_TRY(ops::all_reduce_add(*tp, ops::PartialSlot::Experts, x));
   }
   if (R == 0) return ok_status();
   const Tensor rows_x = a.all_rows ? x : first(ws.rows_x, R);
   if (!a.all_rows) MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));
   // The final norm fused into lm_head (one GEMV kernel for decode).
-  return ops::linear({.x = rows_x, .w = w.lm_head, .out = a.logits,
-                      .norm = {.weight = w.final_norm, .eps = float(c.rms_norm_eps)}, .w_scales = w.lm_head_scales});
+  Tensor logits = a.logits;
+  if (tp) {
+    MX_ASSIGN(logits, tp->local_logits(R));
+  }
+  MX_TRY(ops::linear({.x = rows_x, .w = w.lm_head, .out = logits,
+                      .norm = {.weight = w.final_norm, .eps = float(c.rms_norm_eps)}, .w_scales = w.lm_head_scales}));
+  return tp ? ops::gather_logits(*tp, a.logits, R, x.device) : ok_status();
 }
 
 }  // namespace mx

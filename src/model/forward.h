@@ -4,6 +4,7 @@
 
 #include <span>
 
+#include "kernels/collective.h"
 #include "kernels/ops.h"
 #include "model/model.h"
 
@@ -39,6 +40,8 @@ struct ForwardArgs {
   bool all_rows = false;                // logit_rows is 0..T-1: lm_head reads the tokens in place
   Tensor logits;                        // (R, V) f32
   bool calibrate_kv = false;            // FP8 cache: every layer sets its scales from this call
+  ops::Collective* tp = nullptr;        // this rank's end of the group when the model is split (rank 0's
+                                        // logits are the whole vocabulary; other ranks' are unused)
 };
 
 Status forward(const Model& m, Workspace& ws, const ForwardArgs& a);

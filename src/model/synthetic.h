@@ -12,6 +12,8 @@ namespace mx {
 
 bool is_synthetic_name(const std::string& arg);  // "synthetic:20b", "synthetic:120b", "synthetic:tiny"
 Result<ModelConfig> synthetic_config(const std::string& arg);
-Result<std::unique_ptr<Model>> make_synthetic_model(const std::string& arg, Device device, uint64_t seed = 1);
+// With `shard`, only that rank's part of each weight is kept (model/tensor_parallel.h).
+Result<std::unique_ptr<Model>> make_synthetic_model(const std::string& arg, Device device, uint64_t seed = 1,
+                                                    TpShard shard = {});
 
 }  // namespace mx

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "model/rope.h"
+#include "model/tensor_parallel.h"
 
 namespace mx {
 
@@ -69,16 +70,25 @@ Status check_all(const Checkpoint& ckpt, const ModelConfig& c) {
 // Places tensors on the target device: views stay views on the CPU, everything else is copied.
 class Placer {
  public:
-  Placer(const Checkpoint& ckpt, ModelWeights& w, ShowProgress show)
-      : ckpt_(ckpt), w_(w), progress_(show == ShowProgress::Yes ? std::make_unique<Progress>("Loading weights", ckpt.total_bytes()) : nullptr) {}
+  Placer(const Checkpoint& ckpt, ModelWeights& w, ShowProgress show, TpShard shard)
+      : ckpt_(ckpt), w_(w), shard_(shard),
+        progress_(show == ShowProgress::Yes ? std::make_unique<Progress>("Loading weights", ckpt.total_bytes()) : nullptr) {}
 
-  Result<Tensor> place(const std::string& name) {
+  // The tensor, or with tensor parallelism the rank's part of it (`kind`).
+  Result<Tensor> place(const std::string& name, TpWeight kind = TpWeight::Replicated) {
     const auto* e = ckpt_.find(name);
     Tensor host = e->file->view(*e->info);
     if (progress_) progress_->advance(host.nbytes());
+    if (shard_.plan) return slice(host, kind);
     w_.bytes += host.nbytes();
     if (w_.device == Device::CPU) return host;
     return upload(host);
+  }
+
+  Result<Tensor> slice(const Tensor& full, TpWeight kind) {
+    MX_ASSIGN(Tensor t, tp_slice(full, kind, *shard_.plan, shard_.rank, w_.device, w_.storage));
+    w_.bytes += t.nbytes();
+    return t;
   }
 
   Result<Tensor> upload(const Tensor& host) {
@@ -112,6 +122,7 @@ class Placer {
     Tensor t = parts[0];
     t.shape[0] = rows;
     t.data = host.data();
+    if (shard_.plan) return slice(t, TpWeight::QkvRows);
     w_.bytes += bytes;
     if (w_.device == Device::CPU) {
       w_.storage.push_back(std::move(host));
@@ -127,6 +138,7 @@ class Placer {
  private:
   const Checkpoint& ckpt_;
   ModelWeights& w_;
+  TpShard shard_;
   std::unique_ptr<Progress> progress_;
 };
 
@@ -143,11 +155,12 @@ Status place_rope_table(const ModelConfig& c, ModelWeights& w) {
   return ok_status();
 }
 
-Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, Device device, ShowProgress show) {
+Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, Device device, ShowProgress show,
+                                  TpShard shard) {
   MX_TRY(check_all(ckpt, c));
   ModelWeights w;
   w.device = device;
-  Placer put(ckpt, w, show);
+  Placer put(ckpt, w, show, shard);
   MX_ASSIGN(w.embed, put.place("model.embed_tokens.weight"));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -157,23 +170,23 @@ Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, 
                                         p + "self_attn.v_proj.weight"}));
     MX_ASSIGN(L.qkv_b, put.concat_rows({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
                                         p + "self_attn.v_proj.bias"}));
-    MX_ASSIGN(L.o_w, put.place(p + "self_attn.o_proj.weight"));
-    MX_ASSIGN(L.o_b, put.place(p + "self_attn.o_proj.bias"));
-    MX_ASSIGN(L.sinks, put.place(p + "self_attn.sinks"));
+    MX_ASSIGN(L.o_w, put.place(p + "self_attn.o_proj.weight", TpWeight::OColumns));
+    MX_ASSIGN(L.o_b, put.place(p + "self_attn.o_proj.bias", TpWeight::RankZeroOnly));
+    MX_ASSIGN(L.sinks, put.place(p + "self_attn.sinks", TpWeight::Sinks));
     MX_ASSIGN(L.mlp_norm, put.place(p + "post_attention_layernorm.weight"));
     MX_ASSIGN(L.router_w, put.place(p + "mlp.router.weight"));
     MX_ASSIGN(L.router_b, put.place(p + "mlp.router.bias"));
     const std::string x = p + "mlp.experts.";
-    MX_ASSIGN(L.experts.gate_up_blocks, put.place(x + "gate_up_proj_blocks"));
-    MX_ASSIGN(L.experts.gate_up_scales, put.place(x + "gate_up_proj_scales"));
-    MX_ASSIGN(L.experts.gate_up_bias, put.place(x + "gate_up_proj_bias"));
-    MX_ASSIGN(L.experts.down_blocks, put.place(x + "down_proj_blocks"));
-    MX_ASSIGN(L.experts.down_scales, put.place(x + "down_proj_scales"));
-    MX_ASSIGN(L.experts.down_bias, put.place(x + "down_proj_bias"));
+    MX_ASSIGN(L.experts.gate_up_blocks, put.place(x + "gate_up_proj_blocks", TpWeight::GateUpRows));
+    MX_ASSIGN(L.experts.gate_up_scales, put.place(x + "gate_up_proj_scales", TpWeight::GateUpRows));
+    MX_ASSIGN(L.experts.gate_up_bias, put.place(x + "gate_up_proj_bias", TpWeight::GateUpRows));
+    MX_ASSIGN(L.experts.down_blocks, put.place(x + "down_proj_blocks", TpWeight::DownBlocks));
+    MX_ASSIGN(L.experts.down_scales, put.place(x + "down_proj_scales", TpWeight::DownBlocks));
+    MX_ASSIGN(L.experts.down_bias, put.place(x + "down_proj_bias", TpWeight::RankZeroOnly));
     w.layers.push_back(L);
   }
   MX_ASSIGN(w.final_norm, put.place("model.norm.weight"));
-  MX_ASSIGN(w.lm_head, put.place("lm_head.weight"));
+  MX_ASSIGN(w.lm_head, put.place("lm_head.weight", TpWeight::VocabRows));
   put.finish();
 
   MX_TRY(place_rope_table(c, w));

@@ -49,9 +49,15 @@ struct ExpectedTensor {
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c);
 
 enum class ShowProgress { No, Yes };
+class TpPlan;
+// Tensor parallelism: rank `rank` of `plan` loads only its part of each weight (model/tensor_parallel.h).
+struct TpShard {
+  const TpPlan* plan = nullptr;
+  int rank = 0;
+};
 // Computes the YaRN table of the config and places it (and the concentration) into w.
 Status place_rope_table(const ModelConfig& c, ModelWeights& w);
 Result<ModelWeights> load_weights(const Checkpoint& ckpt, const ModelConfig& c, Device device,
-                                  ShowProgress progress = ShowProgress::Yes);
+                                  ShowProgress progress = ShowProgress::Yes, TpShard shard = {});
 
 }  // namespace mx

@@ -125,13 +125,22 @@ class Runner {
       row.forced_acceptance = o_.spec_acceptance_rate >= 0;
     } else {
       const double step_s = double(B) / row.mean;
-      row.gbps = decode_step_bytes(c_, B, depth + N / 2, m_.mxfp4_layers, o_.kv_cache_dtype) / step_s / 1e9;
+      row.gbps = decode_step_bytes(gpu_config(), B, depth + N / 2, m_.mxfp4_layers, o_.kv_cache_dtype) / step_s / 1e9;
     }
     if (profile_into) MX_TRY(profile(B, depth, *profile_into));
     return row;
   }
 
  private:
+  // What one GPU reads: with tensor parallelism its heads, expert columns and vocabulary slice (the
+  // largest rank's), so GB/s and "% of floor" are per GPU.
+  ModelConfig gpu_config() const {
+    if (m_.tp_size() <= 1) return c_;
+    ModelConfig c = m_.tp.plan.rank_config(0);
+    c.vocab_size = int(m_.tp.plan.vocab(0).size());
+    return c;
+  }
+
   EngineArgs engine_args(int B, int tokens, int budget, UseGraphs graphs) const {
     const int blocks_per_seq = (tokens + o_.kv_block_size - 1) / o_.kv_block_size;
     return {.max_num_seqs = B,
@@ -151,7 +160,7 @@ class Runner {
   Status setup(int B, int tokens, int budget, BenchRow& row) {
     engine_.reset();
     const EngineArgs a = engine_args(B, tokens, budget, o_.graphs);
-    const KvLayout kv = kv_layout(c_, a, dev_);
+    const KvLayout kv = kv_layout(m_.rank_config(), a, dev_);
     const double kv_bytes = double(kv.bytes_per_block) * a.num_kv_blocks + double(kv.window_pool_bytes);
     MX_ASSIGN(ops::MemoryInfo mem, ops::memory_info(dev_));
     const double act_bytes = double(a.max_num_batched_tokens) * (4.0 * c_.hidden_size + c_.qkv_width() + c_.q_width()) * 4 +

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 
 #include "core/log.h"
 
@@ -77,7 +78,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
            "or give the cache more memory",
            a.num_kv_blocks, a.kv_block_size, a.max_model_len);
   const Device dev = model.weights.device;
-  const KvLayout layout = kv_layout(c, a, dev);
+  const KvLayout layout = kv_layout(model.rank_config(), a, dev);
   KvCacheArgs kv_args{.num_blocks = a.num_kv_blocks,
                       .block_size = a.kv_block_size,
                       .pad = PadBlock::Reserved,
@@ -87,16 +88,36 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
     kv_args.sliding = SlidingLayers::Window;
     kv_args.window_blocks = layout.window_pool_blocks;
   }
-  MX_ASSIGN(KvCache kv, KvCache::create(c, dev, kv_args));
+  MX_ASSIGN(KvCache kv, KvCache::create(model.rank_config(), dev, kv_args));
   std::unique_ptr<Engine> e(new Engine(model, a, std::make_unique<KvCache>(std::move(kv))));
+  // Tensor parallelism: every rank's cache has the same blocks (the block tables are shared), over
+  // its own kv heads, on its own GPU.
+  std::vector<const KvCache*> peer_kv;
+  for (const auto& peer : model.tp.peers) {
+    MX_TRY(ops::use_gpu(dev == Device::CUDA ? peer->tp.rank : 0));
+    auto pkv = KvCache::create(peer->rank_config(), dev, kv_args);
+    MX_TRY(ops::use_gpu(0));
+    MX_TRY(pkv.status());
+    e->peer_kv_.push_back(std::make_unique<KvCache>(std::move(*pkv)));
+    peer_kv.push_back(e->peer_kv_.back().get());
+  }
   MX_ASSIGN(e->runner_, StepRunner::create(model, *e->kv_,
                                            {.max_tokens = a.max_num_batched_tokens,
                                             .max_rows = max_step_rows(a),
                                             .seats = a.max_num_seqs,
                                             .max_blocks = blocks_per_seq + 1,
-                                            .graphs = a.enforce_eager ? UseGraphs::No : UseGraphs::Yes}));
-  if (a.warmup == Warmup::Yes && dev == Device::CUDA) MX_TRY(e->warm_up());
-  e->thread_ = std::thread([p = e.get()] { p->loop(); });
+                                            .graphs = a.enforce_eager ? UseGraphs::No : UseGraphs::Yes},
+                                           peer_kv));
+  // The warm-up runs on the loop thread, whose scratch (per thread) it sizes.
+  const bool warm = a.warmup == Warmup::Yes && dev == Device::CUDA;
+  std::promise<Status> warmed;
+  auto ready = warmed.get_future();
+  e->thread_ = std::thread([p = e.get(), &warmed, warm] {
+    const Status st = warm ? p->warm_up() : ok_status();
+    warmed.set_value(st);
+    if (st.ok()) p->loop();
+  });
+  MX_TRY(ready.get());
   return e;
 }
 
@@ -167,7 +188,16 @@ Status Engine::warm_up() {
   return ok_status();
 }
 
-Status Engine::fill_cache_random(uint64_t seed) { return kv_->fill_random(seed); }
+Status Engine::fill_cache_random(uint64_t seed) {
+  MX_TRY(kv_->fill_random(seed));
+  for (size_t r = 0; r < peer_kv_.size(); ++r) {
+    MX_TRY(ops::use_gpu(model_.weights.device == Device::CUDA ? int(r) + 1 : 0));
+    const Status st = peer_kv_[r]->fill_random(seed + r + 1);
+    MX_TRY(ops::use_gpu(0));
+    MX_TRY(st);
+  }
+  return ok_status();
+}
 
 Result<std::shared_ptr<RequestStream>> Engine::submit(RequestParams p) {
   MX_ASSIGN(auto streams, submit_all({std::move(p)}));

@@ -140,6 +140,7 @@ class Engine {
   const Model& model_;
   EngineArgs args_;
   std::unique_ptr<KvCache> kv_;
+  std::vector<std::unique_ptr<KvCache>> peer_kv_;  // tensor-parallel ranks 1..N-1 (same blocks as kv_)
   BlockManager blocks_;  // over kv_
   std::unique_ptr<StepRunner> runner_;
   PlanState plan_;  // waiting and running sequences (engine thread only)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "runtime/tp_followers.h"
 
 namespace mx {
 namespace {
@@ -75,21 +76,44 @@ StepRunner::StepRunner(const Model& model, const KvCache& kv, const StepRunnerAr
 
 StepRunner::~StepRunner() {
   while (!launched_.empty()) (void)collect();  // the device must be done with the buffers
+  followers_.reset();  // after rank 0's steps are done, every rank's are
 }
 
 Result<std::unique_ptr<StepRunner>> StepRunner::create(const Model& model, const KvCache& kv,
-                                                       const StepRunnerArgs& args) {
+                                                       const StepRunnerArgs& args, std::vector<const KvCache*> peer_kv) {
   MX_CHECK(args.max_tokens >= args.max_rows && args.max_rows >= 1 && args.seats >= 1 && args.max_blocks >= 1,
            "step runner: bad limits (tokens {}, rows {}, seats {}, blocks {})", args.max_tokens, args.max_rows,
            args.seats, args.max_blocks);
   std::unique_ptr<StepRunner> r(new StepRunner(model, kv, args));
+  if (model.tp_size() > 1) {
+    const ops::CollectiveShape shape{.max_tokens = args.max_tokens,
+                                     .width = model.config.hidden_size,
+                                     .max_rows = args.max_rows,
+                                     .vocab_starts = model.tp.plan.vocab_starts()};
+    MX_ASSIGN(auto collectives, ops::make_collectives(model.weights.device, model.tp_size(), shape));
+    log_info("tensor parallelism: {}", ops::describe_collectives(model.weights.device, model.tp_size()));
+    r->tp_ = collectives[0];
+    MX_TRY(r->allocate());
+    MX_ASSIGN(r->followers_, TpFollowers::start(model, peer_kv, args, collectives));
+    return r;
+  }
+  MX_TRY(r->allocate());
+  return r;
+}
+
+Result<std::unique_ptr<StepRunner>> StepRunner::create_follower(const Model& model, const KvCache& kv,
+                                                                const StepRunnerArgs& args,
+                                                                std::shared_ptr<ops::Collective> tp) {
+  std::unique_ptr<StepRunner> r(new StepRunner(model, kv, args));
+  r->tp_ = std::move(tp);
+  r->samples_ = false;
   MX_TRY(r->allocate());
   return r;
 }
 
 Status StepRunner::allocate() {
   const ModelConfig& c = model_.config;
-  MX_ASSIGN(Workspace ws, Workspace::create(c, device_, args_.max_tokens, args_.max_rows));
+  MX_ASSIGN(Workspace ws, Workspace::create(model_.rank_config(), device_, args_.max_tokens, args_.max_rows));
   ws_ = std::make_unique<Workspace>(std::move(ws));
   arena_ = std::make_unique<Arena>();
   Arena& a = *arena_;
@@ -103,7 +127,11 @@ Status StepRunner::allocate() {
     MX_ASSIGN(a.host_out[s], ops::Buffer::allocate_pinned(size_t(a.R * kOutWordsPerRow) * 4));
     MX_ASSIGN(a.done[s], ops::Event::create(device_));
   }
-  MX_ASSIGN(a.logits, ops::Buffer::allocate(device_, size_t(a.R) * size_t(c.vocab_size) * 4));
+  if (samples_) {
+    MX_ASSIGN(a.logits, ops::Buffer::allocate(device_, size_t(a.R) * size_t(c.vocab_size) * 4));
+  }
+  // The sampled ids: rank 0's reach the other ranks' through this buffer (each step's broadcast).
+  if (tp_) MX_TRY(tp_->bind_broadcast(a.dev_out.view(DType::I32, {a.R})));
   // One more table row than seats: the pad seat of graph batches (its blocks are all kPadBlock).
   const size_t table_bytes = size_t(args_.seats + 1) * size_t(args_.max_blocks) * 4;
   MX_ASSIGN(a.tables, ops::Buffer::allocate(device_, table_bytes));
@@ -213,7 +241,8 @@ StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool all_rows, int64_t
   if (kv_.has_window_pool()) v.fa.sliding_block_tables = a.windows.view(DType::I32, {args_.seats + 1, args_.max_blocks});
   v.fa.logit_rows = in(a.in.rows, DType::I32, {R});
   v.fa.all_rows = all_rows;
-  v.fa.logits = a.logits.view(DType::F32, {R, model_.config.vocab_size});
+  if (samples_) v.fa.logits = a.logits.view(DType::F32, {R, model_.config.vocab_size});
+  v.fa.tp = tp_.get();
   v.prev = {.tokens = v.fa.tokens, .from = in(a.in.from_prev, DType::I32, {T}), .prev = out(0, DType::I32, {a.R})};
   const int64_t U = std::max<int64_t>(a.update_cap, 1);
   if (a.update_cap > 0) {
@@ -245,8 +274,10 @@ StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool all_rows, int64_t
 Status StepRunner::device_step(const Views& v, bool logprobs, bool entries) {
   if (!v.table_updates.tables.empty()) MX_TRY(ops::apply_table_updates(v.table_updates));
   if (!v.window_updates.tables.empty()) MX_TRY(ops::apply_table_updates(v.window_updates));
+  if (tp_) MX_TRY(ops::broadcast(*tp_, arena_->R, device_));  // rank 0's previous samples, for take_prev_tokens
   MX_TRY(ops::take_prev_tokens(v.prev));
   MX_TRY(forward(model_, *ws_, v.fa));
+  if (!samples_) return ok_status();
   if (logprobs)
     MX_TRY(ops::logprobs_topk({.logits = v.fa.logits, .rows_k = v.rows_k, .lse = v.lse, .top_ids = v.top_ids,
                                .top_logprobs = v.top_lp}));
@@ -294,6 +325,7 @@ Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) 
 
 Status StepRunner::launch(const StepBatch& b) {
   MX_CHECK(in_flight() < kMaxInFlight, "step runner: {} steps in flight", in_flight());
+  if (followers_) followers_->launch(b);
   const SampleRows& s = b.sampling;
   const int q = b.tokens_per_seq;
   MX_CHECK(q <= 0 || (s.rows() == b.size() && b.size() == q * b.num_seqs),
@@ -329,10 +361,14 @@ Status StepRunner::launch(const StepBatch& b) {
   MX_TRY(run(v, s.any_logprobs, s.any_entries, graph));
   // The ids, or everything up to the last row's top logprobs (the areas are laid out for a.R rows).
   const int64_t out_words = s.any_logprobs ? (3 + ops::kMaxTopLogprobs) * a.R + R * ops::kMaxTopLogprobs : R;
-  MX_TRY(ops::copy_async(Tensor(a.host_out[slot].data(), DType::I32, {out_words}),
-                         a.dev_out.view(DType::I32, {out_words})));
+  if (samples_)
+    MX_TRY(ops::copy_async(Tensor(a.host_out[slot].data(), DType::I32, {out_words}),
+                           a.dev_out.view(DType::I32, {out_words})));
   MX_TRY(a.done[slot].record());
-  launched_.push_back({.slot = slot, .rows = s.rows(), .logprobs = s.any_logprobs, .keep_logits = b.keep_logits});
+  launched_.push_back({.slot = slot,
+                       .rows = samples_ ? s.rows() : 0,
+                       .logprobs = samples_ && s.any_logprobs,
+                       .keep_logits = samples_ && b.keep_logits});
   return ok_status();
 }
 

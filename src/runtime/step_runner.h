@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/collective.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -58,9 +59,19 @@ struct StepOutput {
   std::vector<float> logits;       // (R, V) when keep_logits
 };
 
+class TpFollowers;
+
 class StepRunner {
  public:
-  static Result<std::unique_ptr<StepRunner>> create(const Model& model, const KvCache& kv, const StepRunnerArgs& args);
+  // With a model split over N ranks (model.tp_size() > 1), `peer_kv` holds ranks 1..N-1's caches:
+  // the runner makes the group's collectives and a follower thread per rank, which replays every
+  // launched step on its GPU; rank 0 (this runner) alone samples.
+  static Result<std::unique_ptr<StepRunner>> create(const Model& model, const KvCache& kv, const StepRunnerArgs& args,
+                                                    std::vector<const KvCache*> peer_kv = {});
+  // Rank r > 0 of a group: runs each step's forward with `tp` and does not sample.
+  static Result<std::unique_ptr<StepRunner>> create_follower(const Model& model, const KvCache& kv,
+                                                             const StepRunnerArgs& args,
+                                                             std::shared_ptr<ops::Collective> tp);
   ~StepRunner();
 
   // Queues a step; at most kMaxInFlight steps may be launched and not collected.
@@ -88,6 +99,9 @@ class StepRunner {
   const Model& model_;
   const KvCache& kv_;
   StepRunnerArgs args_;
+  std::shared_ptr<ops::Collective> tp_;  // this rank's end of the group, or null
+  bool samples_ = true;                  // rank 0 (or no tensor parallelism)
+  std::unique_ptr<TpFollowers> followers_;  // rank 0 of a group: ranks 1..N-1
   Device device_;
   std::unique_ptr<Workspace> ws_;
   std::unique_ptr<Arena> arena_;

@@ -149,7 +149,8 @@ TEST(CudaMoe, BatchEightTopEightAndChunkedRows) {
   MX_REQUIRE_CUDA();
   // T = 8 at 120b sizes; K = 8 (the largest act staging); D, F over one 96-block stage chunk with a
   // 1-block tail (F = 3104: 97 blocks per down row) and scale rows that start unaligned.
-  for (const MoeCase& c : {MoeCase{8, 2880, 2880, 32, 4}, MoeCase{3, 2880, 2880, 16, 8}, MoeCase{2, 4096, 3104, 6, 4}}) {
+  for (const MoeCase& c : {MoeCase{8, 2880, 2880, 32, 4}, MoeCase{3, 2880, 2880, 16, 8}, MoeCase{2, 4096, 3104, 6, 4},
+                           MoeCase{12, 2880, 2880, 8, 4}, MoeCase{20, 2880, 2880, 8, 4}, MoeCase{23, 2880, 1440, 8, 4}}) {
     const auto [gpu, cpu] = run_moe(c, random_ids(c.T, c.K, c.E, 700 + c.K + c.D), 800 + c.T);
     EXPECT_LT(nmse(gpu, cpu), kMoeNmse) << "T=" << c.T << " D=" << c.D << " F=" << c.F << " K=" << c.K;
   }

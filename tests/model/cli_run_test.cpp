@@ -5,6 +5,9 @@
 // prints the same tokens with it as without.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -155,6 +158,36 @@ TEST(CliRun, SpeculativeConfigErrorsAndSameTokens) {
   EXPECT_FALSE(ids(plain).empty()) << plain;
   EXPECT_EQ(ids(spec), ids(plain)) << spec;
   EXPECT_NE(spec.find("speculative decoding (ngram, up to 3 tokens per round"), std::string::npos) << spec;
+}
+
+// --tensor-parallel-size on the CPU backend (the stand-in of several GPUs): the same tokens as one
+// rank, the layout logged; a model that does not split is refused with its numbers.
+TEST(CliRun, TensorParallelSameTokensAndErrors) {
+  const std::string bin = test::mxserve_binary().string() + " ";
+  const std::string model = (test::fixtures_dir() / "models" / "tiny-gqa8").string();
+  const std::string gen = bin + "run " + model + " --backend cpu --ignore-eos -n 12 --prompt-ids 3,1,4,1,5,9,2,6 ";
+  auto ids = [](const std::string& out) {  // the streamed ids: the longest run of digits and spaces
+    std::string best, cur;
+    for (char ch : out) {
+      if (std::isdigit(static_cast<unsigned char>(ch)) || ch == ' ') cur += ch;
+      else cur.clear();
+      if (cur.size() > best.size()) best = cur;
+    }
+    return best;
+  };
+  const auto [code1, one] = test::run_command(gen);
+  ASSERT_EQ(code1, 0) << one;
+  const auto [code2, two] = test::run_command(gen + "-tp 2");
+  ASSERT_EQ(code2, 0) << two;
+  EXPECT_GE(std::count(ids(one).begin(), ids(one).end(), ' '), 11) << one;
+  EXPECT_EQ(ids(two), ids(one)) << two;
+  EXPECT_NE(two.find("tensor parallelism over 2 CPU ranks: rank 0: q heads 0..7, kv heads 0..0"), std::string::npos)
+      << two;
+  const auto [code4, four] = test::run_command(gen + "--tensor-parallel-size 4");
+  EXPECT_EQ(code4, 1) << four;
+  EXPECT_NE(four.find("the model's 2 kv heads and 16 q heads must divide evenly"), std::string::npos) << four;
+  const auto [code3, three] = test::run_command(gen + "-tp 3");
+  EXPECT_NE(code3, 0) << three;
 }
 
 }  // namespace

@@ -278,32 +278,44 @@ float moe_gemv_act_scale(float limit, float alpha) {
   return exp2f(floorf(log2f(32768.0f / bound)));
 }
 
-template <typename Stream>
+// GuStream reads gate_up (rows of D / 32 blocks), DnStream down (rows of F / 32 blocks).
+template <typename GuStream, typename DnStream>
 cudaError_t run_streams(const MoeParams& p, cudaStream_t s) {
   const int gu_p = gate_up_pairs(p), dn_p = down_pairs(p), groups = down_groups(p.K);
-  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_gate_up<Stream>), gate_up_smem(p.D));
+  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_gate_up<GuStream>), gate_up_smem(p.D));
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_down<Stream>),
+  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_down<DnStream>),
                                  down_smem(p.F, p.K, groups * dn_p));
       e != cudaSuccess)
     return e;
   const unsigned gu_blocks = unsigned((p.F + kGuWarps * gu_p - 1) / (kGuWarps * gu_p));
-  if (cudaError_t e = launch_pdl(moe_gemv_gate_up<Stream>, dim3(unsigned(p.T * p.K), gu_blocks), dim3(kGuWarps * 32),
+  if (cudaError_t e = launch_pdl(moe_gemv_gate_up<GuStream>, dim3(unsigned(p.T * p.K), gu_blocks), dim3(kGuWarps * 32),
                                  gate_up_smem(p.D), s, p, gu_p);
       e != cudaSuccess)
     return e;
   const unsigned dn_blocks = unsigned((p.D / 2 + groups * dn_p - 1) / (groups * dn_p));
-  return launch_pdl(moe_gemv_down<Stream>, dim3(unsigned(p.T), dn_blocks), dim3(unsigned(p.K * 32), unsigned(groups)),
+  return launch_pdl(moe_gemv_down<DnStream>, dim3(unsigned(p.T), dn_blocks), dim3(unsigned(p.K * 32), unsigned(groups)),
                     down_smem(p.F, p.K, groups * dn_p), s, p, dn_p);
 }
 
 cudaError_t run_bf16_mxfp4w_moe_gemv(const MoeParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
-  // gpt-oss (D = F = 2880): the pair-ahead ring with immediate offsets; other sizes: the generic ring
-  // (measured 31 vs 55 us per 120b layer at batch 1, PERFORMANCE.md).
-  if (steps(p.D / 32) == 12 && steps(p.F / 32) == 12) return run_streams<PairAheadStream<12>>(p, s);
-  return run_streams<RingStream<8>>(p, s);
+  // gpt-oss (D = 2880: 12 steps of 8 blocks): the pair-ahead ring with immediate offsets, for the
+  // expert width of one GPU (F = 2880) and of a tensor-parallel rank's share of it (TP 2: 45
+  // blocks, 6 steps; TP 4: 22-23, 3; TP 8: 11-12, 2); other sizes: the generic ring (measured 31 vs
+  // 55 us per 120b layer at batch 1, PERFORMANCE.md).
+  if (steps(p.D / 32) == 12) {
+    using Gu = PairAheadStream<12>;
+    switch (steps(p.F / 32)) {
+      case 12: return run_streams<Gu, PairAheadStream<12>>(p, s);
+      case 6: return run_streams<Gu, PairAheadStream<6>>(p, s);
+      case 3: return run_streams<Gu, PairAheadStream<3>>(p, s);
+      case 2: return run_streams<Gu, PairAheadStream<2>>(p, s);
+      default: break;
+    }
+  }
+  return run_streams<RingStream<8>, RingStream<8>>(p, s);
 }
 
 }  // namespace mx::cuda::kern

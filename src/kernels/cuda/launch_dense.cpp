@@ -124,10 +124,17 @@ struct LtDescs {
   }
 };
 
+// Per thread, like the stream and the scratch (one GPU per tensor-parallel rank's thread).
+struct LtHandle {
+  cublasLtHandle_t h = nullptr;
+  ~LtHandle() {
+    if (h) cublasLtDestroy(h);
+  }
+};
 Result<cublasLtHandle_t> lt_handle() {
-  static cublasLtHandle_t handle = nullptr;
-  if (!handle) MX_CUBLAS(cublasLtCreate(&handle));
-  return handle;
+  thread_local LtHandle handle;
+  if (!handle.h) MX_CUBLAS(cublasLtCreate(&handle.h));
+  return handle.h;
 }
 
 // out[:, 0..n) (T rows, row stride ldo) = x (T, Kin) . W^T (+ out when beta = 1), W (n, Kin) BF16:

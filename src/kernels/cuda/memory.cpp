@@ -2,13 +2,15 @@
 // Host code only, so it is compiled as C++: fmt (MX_CHECK) does not compile under nvcc.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
 namespace {
-cudaStream_t g_stream = nullptr;
+// Per thread: a tensor-parallel rank's thread drives its own GPU (kernels/collective.h).
+thread_local cudaStream_t g_stream = nullptr;
 }
 
 int device_count() {
@@ -32,6 +34,12 @@ void device_free(void* p) { cudaFree(p); }
 Status memcpy_any(void* dst, const void* src, size_t bytes) {
   const cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
   MX_CHECK(err == cudaSuccess, "cudaMemcpy of {} bytes failed: {}", bytes, cudaGetErrorString(err));
+  return ok_status();
+}
+
+Status memcpy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) {
+  const cudaError_t err = cudaMemcpy2D(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault);
+  MX_CHECK(err == cudaSuccess, "cudaMemcpy2D of {} rows x {} bytes failed: {}", height, width, cudaGetErrorString(err));
   return ok_status();
 }
 
@@ -84,29 +92,40 @@ void set_current_stream(void* stream) { g_stream = static_cast<cudaStream_t>(str
 
 namespace mx::cuda {
 namespace {
-void* g_workspace = nullptr;
-size_t g_workspace_bytes = 0;
-uint64_t g_workspace_generation = 0;
+// Per thread, like the stream: each tensor-parallel rank's thread has its own GPU and scratch, and
+// an engine's loop thread its own (freed when the thread ends). Generations are unique across
+// threads, so a graph captured over one thread's scratch is never taken for another's.
+std::atomic<uint64_t> g_generations{0};
+struct Scratch {
+  void* data = nullptr;
+  size_t bytes = 0;
+  uint64_t generation = 0;
+  ~Scratch() {
+    if (data) cudaFree(data);
+  }
+};
+thread_local Scratch g_scratch;
 }  // namespace
 
-uint64_t workspace_generation() { return g_workspace_generation; }
+uint64_t workspace_generation() { return g_scratch.generation; }
 
 // Grow-only scratch for the ops (see launch_util.h); cudaFree synchronises the device first.
 Result<void*> workspace(size_t bytes) {
-  if (bytes <= g_workspace_bytes) return g_workspace;
+  Scratch& w = g_scratch;
+  if (bytes <= w.bytes) return w.data;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(g_stream, &capture);
   if (capture != cudaStreamCaptureStatusNone)
     return MX_ERROR("CUDA workspace must grow to {} bytes during graph capture: run one eager step first", bytes);
-  if (g_workspace) cudaFree(g_workspace);
-  g_workspace = nullptr;
-  g_workspace_bytes = 0;
+  if (w.data) cudaFree(w.data);
+  w.data = nullptr;
+  w.bytes = 0;
   const size_t grown = (bytes + (1u << 20) - 1) & ~size_t((1u << 20) - 1);
-  const cudaError_t err = cudaMalloc(&g_workspace, grown);
+  const cudaError_t err = cudaMalloc(&w.data, grown);
   MX_CHECK(err == cudaSuccess, "cudaMalloc of a {}-byte workspace failed: {}", grown, cudaGetErrorString(err));
-  g_workspace_bytes = grown;
-  ++g_workspace_generation;
-  return g_workspace;
+  w.bytes = grown;
+  w.generation = ++g_generations;
+  return w.data;
 }
 
 }  // namespace mx::cuda
@@ -114,7 +133,7 @@ Result<void*> workspace(size_t bytes) {
 namespace mx::cuda {
 namespace {
 const cudaDeviceProp& device_props() {
-  static const cudaDeviceProp props = [] {
+  thread_local const cudaDeviceProp props = [] {  // the thread's GPU (one per tensor-parallel rank)
     cudaDeviceProp p{};
     int dev = 0;
     cudaGetDevice(&dev);
