@@ -60,9 +60,9 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
     // Every rank's cache has the same blocks: the GPU with the least room decides.
     budget = std::numeric_limits<double>::max();
     for (int r = 0; r < m.tp_size(); ++r) {
-      MX_TRY(ops::use_gpu(r));
+      MX_TRY(ops::use_gpu(Device::CUDA, r));
       auto mi = ops::memory_info(Device::CUDA);
-      MX_TRY(ops::use_gpu(0));
+      MX_TRY(ops::use_gpu(Device::CUDA, 0));
       MX_TRY(mi.status());
       const double used = double(mi->total_bytes - mi->free_bytes);
       const double headroom = 1.5 * double(1u << 30);

@@ -31,12 +31,14 @@ std::string describe_collectives(Device device, int size) {
                      size);
 }
 
-Status use_gpu(int index) {
+Status use_gpu(Device device, int index) {
+  if (device != Device::CUDA) return ok_status();
 #ifdef MXSERVE_HAVE_CUDA
-  if (cuda_available()) return cuda::use_gpu(index);
-#endif
+  return cuda::use_gpu(index);
+#else
   (void)index;
-  return ok_status();
+  return MX_ERROR("selecting GPU {}: mxserve was built without CUDA", index);
+#endif
 }
 
 int gpu_count() {

@@ -64,9 +64,9 @@ Result<std::vector<std::shared_ptr<Collective>>> make_collectives(Device device,
 // How the CUDA group communicates, for the start-up log ("one-shot all-reduce over peer memory ...").
 std::string describe_collectives(Device device, int size);
 
-// The calling thread's current GPU (CUDA builds with a device; else nothing). Rank r's thread
-// selects GPU r before it allocates or launches anything.
-Status use_gpu(int index);
+// The calling thread's current GPU when `device` is CUDA (else nothing). Rank r's thread selects
+// GPU r before it allocates or launches anything.
+Status use_gpu(Device device, int index);
 int gpu_count();
 
 }  // namespace mx::ops

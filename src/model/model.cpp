@@ -61,16 +61,16 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device
            plan.describe());
   std::unique_ptr<Model> root;
   for (int r = 0; r < tensor_parallel; ++r) {
-    MX_TRY(ops::use_gpu(device == Device::CUDA ? r : 0));
+    MX_TRY(ops::use_gpu(device, r));
     auto m = load_rank(arg, device, progress, mxfp4, plan, r);
     if (!m.ok()) {
-      (void)ops::use_gpu(0);
+      (void)ops::use_gpu(device, 0);
       return m.status().with_context(fmt::format("tensor-parallel rank {}", r));
     }
     if (r == 0) root = std::move(*m);
     else root->tp.peers.push_back(std::move(*m));
   }
-  MX_TRY(ops::use_gpu(0));
+  MX_TRY(ops::use_gpu(device, 0));
   return root;
 }
 

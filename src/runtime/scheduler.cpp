@@ -94,9 +94,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
   // its own kv heads, on its own GPU.
   std::vector<const KvCache*> peer_kv;
   for (const auto& peer : model.tp.peers) {
-    MX_TRY(ops::use_gpu(dev == Device::CUDA ? peer->tp.rank : 0));
+    MX_TRY(ops::use_gpu(dev, peer->tp.rank));
     auto pkv = KvCache::create(peer->rank_config(), dev, kv_args);
-    MX_TRY(ops::use_gpu(0));
+    MX_TRY(ops::use_gpu(dev, 0));
     MX_TRY(pkv.status());
     e->peer_kv_.push_back(std::make_unique<KvCache>(std::move(*pkv)));
     peer_kv.push_back(e->peer_kv_.back().get());
@@ -179,7 +179,16 @@ Status Engine::warm_up() {
       b.from_prev.push_back(-1);
       if (decode || i == T - 1) {
         b.logit_rows.push_back(i);
-        b.sampling.add_padding();
+        if (decode && model_.tp_size() > 1) {
+          // Tensor parallelism: the sampling stage's scratch (logprobs, logits entries) is sized
+          // here too, so that no rank frees and allocates device memory while the others wait in
+          // a collective.
+          SamplingParams p;
+          p.logit_bias = {{0, 0.0f}};
+          b.sampling.add(p, 0, ops::kMaxTopLogprobs, nullptr, {});
+        } else {
+          b.sampling.add_padding();
+        }
       }
     }
     MX_TRY(runner_->launch(b));
@@ -191,9 +200,9 @@ Status Engine::warm_up() {
 Status Engine::fill_cache_random(uint64_t seed) {
   MX_TRY(kv_->fill_random(seed));
   for (size_t r = 0; r < peer_kv_.size(); ++r) {
-    MX_TRY(ops::use_gpu(model_.weights.device == Device::CUDA ? int(r) + 1 : 0));
+    MX_TRY(ops::use_gpu(model_.weights.device, int(r) + 1));
     const Status st = peer_kv_[r]->fill_random(seed + r + 1);
-    MX_TRY(ops::use_gpu(0));
+    MX_TRY(ops::use_gpu(model_.weights.device, 0));
     MX_TRY(st);
   }
   return ok_status();

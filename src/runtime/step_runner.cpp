@@ -3,6 +3,7 @@
 #include "runtime/step_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/log.h"
@@ -325,7 +326,6 @@ Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) 
 
 Status StepRunner::launch(const StepBatch& b) {
   MX_CHECK(in_flight() < kMaxInFlight, "step runner: {} steps in flight", in_flight());
-  if (followers_) followers_->launch(b);
   const SampleRows& s = b.sampling;
   const int q = b.tokens_per_seq;
   MX_CHECK(q <= 0 || (s.rows() == b.size() && b.size() == q * b.num_seqs),
@@ -344,6 +344,23 @@ Status StepRunner::launch(const StepBatch& b) {
   const int slot = next_slot_;
   next_slot_ ^= 1;
   MX_TRY(pack(b, T, R, slot));
+  if (!followers_) return launch_packed(b, T, R, seqs, slot, graph);
+  // The other ranks launch this step now: from here an error on rank 0 would leave them waiting
+  // inside a collective, so it ends the process as theirs do (tp_followers.cpp).
+  followers_->launch(b);
+  if (Status st = launch_packed(b, T, R, seqs, slot, graph); !st.ok()) {
+    log_error("tensor-parallel rank 0 failed: {}; the other ranks would wait on it forever, so mxserve stops",
+              st.message());
+    std::abort();
+  }
+  return ok_status();
+}
+
+// The device part of launch(): inputs copied in, the step run (a graph where it can be), the
+// samples copied out.
+Status StepRunner::launch_packed(const StepBatch& b, int64_t T, int64_t R, int64_t seqs, int slot, bool graph) {
+  const SampleRows& s = b.sampling;
+  const int q = b.tokens_per_seq;
   Arena& a = *arena_;
   MX_TRY(ops::copy_async(a.dev_in.view(DType::I32, {int64_t(a.in.total)}),
                          Tensor(a.host_in[slot].data(), DType::I32, {int64_t(a.in.total)})));
@@ -377,7 +394,12 @@ Result<StepOutput> StepRunner::collect() {
   const Launched l = launched_.front();
   launched_.pop_front();
   Arena& a = *arena_;
-  MX_TRY(a.done[l.slot].wait());
+  if (Status st = a.done[l.slot].wait(); !st.ok()) {
+    if (!followers_) return st;
+    log_error("tensor-parallel rank 0 failed: {}; the other ranks would wait on it forever, so mxserve stops",
+              st.message());
+    std::abort();
+  }
   StepOutput out;
   const int32_t* w = static_cast<const int32_t*>(a.host_out[l.slot].data());
   out.ids.assign(w, w + l.rows);

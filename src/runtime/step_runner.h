@@ -92,6 +92,7 @@ class StepRunner {
   struct Views;  // the arena's tensors sized for one step
   Status allocate();
   Status pack(const StepBatch& b, int64_t T, int64_t R, int slot);
+  Status launch_packed(const StepBatch& b, int64_t T, int64_t R, int64_t seqs, int slot, bool graph);
   Status device_step(const Views& v, bool logprobs, bool entries);
   Status run(const Views& v, bool logprobs, bool entries, bool graph);
   Views views(int64_t T, int64_t R, bool all_rows, int64_t num_seqs) const;

@@ -34,7 +34,7 @@ Result<std::unique_ptr<TpFollowers>> TpFollowers::start(const Model& model, cons
     rank->thread = std::thread([self, &made, r, dev, m = model.tp.peers[size_t(r - 1)].get(), kv = peer_kv[size_t(r - 1)],
                                 args, tp = collectives[size_t(r)]] {
       ops::exclude_thread_from_profile();
-      Status st = ops::use_gpu(dev == Device::CUDA ? r : 0);
+      Status st = ops::use_gpu(dev, r);
       std::unique_ptr<StepRunner> runner;
       if (st.ok()) {
         auto created = StepRunner::create_follower(*m, *kv, args, tp);

@@ -2,8 +2,10 @@
 // thread that owns its GPU (CUDA) and a follower StepRunner over its shard of the model and its
 // KV cache; rank 0's runner hands it every step it launches, and it launches the same step — same
 // tokens, same padding, same graph keys — whose collectives meet rank 0's on the devices. A rank
-// that fails cannot leave the others waiting on it inside a collective: the process aborts with
-// the rank's error.
+// that fails once a step is handed out (a follower here, rank 0 in StepRunner) cannot leave the
+// others waiting on it inside a collective: the process aborts with the rank's error. The checks
+// that fail alike on every rank (a batch's shape and positions) run on rank 0 before the step is
+// handed out, and fail only the step's requests, as on one GPU.
 #pragma once
 
 #include <condition_variable>

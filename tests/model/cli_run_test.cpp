@@ -179,8 +179,9 @@ TEST(CliRun, TensorParallelSameTokensAndErrors) {
   ASSERT_EQ(code1, 0) << one;
   const auto [code2, two] = test::run_command(gen + "-tp 2");
   ASSERT_EQ(code2, 0) << two;
-  EXPECT_GE(std::count(ids(one).begin(), ids(one).end(), ' '), 11) << one;
-  EXPECT_EQ(ids(two), ids(one)) << two;
+  const std::string one_ids = ids(one);
+  EXPECT_GE(std::count(one_ids.begin(), one_ids.end(), ' '), 11) << one;
+  EXPECT_EQ(ids(two), one_ids) << two;
   EXPECT_NE(two.find("tensor parallelism over 2 CPU ranks: rank 0: q heads 0..7, kv heads 0..0"), std::string::npos)
       << two;
   const auto [code4, four] = test::run_command(gen + "--tensor-parallel-size 4");

@@ -273,7 +273,7 @@ TEST(TensorParallel, DISABLED_AllReduceLatency) {
       std::vector<std::thread> threads;
       for (int r = 0; r < n; ++r)
         threads.emplace_back([&, r] {
-          ASSERT_TRUE(ops::use_gpu(r).ok());
+          ASSERT_TRUE(ops::use_gpu(Device::CUDA, r).ok());
           auto x = ops::Buffer::allocate(Device::CUDA, size_t(T) * 2880 * 2);
           ASSERT_TRUE(x.ok());
           const Tensor xt = x->view(DType::BF16, {T, 2880});
