@@ -3,7 +3,6 @@
 #include "runtime/step_runner.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/log.h"
@@ -348,11 +347,7 @@ Status StepRunner::launch(const StepBatch& b) {
   // The other ranks launch this step now: from here an error on rank 0 would leave them waiting
   // inside a collective, so it ends the process as theirs do (tp_followers.cpp).
   followers_->launch(b);
-  if (Status st = launch_packed(b, T, R, seqs, slot, graph); !st.ok()) {
-    log_error("tensor-parallel rank 0 failed: {}; the other ranks would wait on it forever, so mxserve stops",
-              st.message());
-    std::abort();
-  }
+  if (Status st = launch_packed(b, T, R, seqs, slot, graph); !st.ok()) tp_rank_failed(0, st);
   return ok_status();
 }
 
@@ -396,9 +391,7 @@ Result<StepOutput> StepRunner::collect() {
   Arena& a = *arena_;
   if (Status st = a.done[l.slot].wait(); !st.ok()) {
     if (!followers_) return st;
-    log_error("tensor-parallel rank 0 failed: {}; the other ranks would wait on it forever, so mxserve stops",
-              st.message());
-    std::abort();
+    tp_rank_failed(0, st);
   }
   StepOutput out;
   const int32_t* w = static_cast<const int32_t*>(a.host_out[l.slot].data());

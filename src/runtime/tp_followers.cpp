@@ -7,15 +7,12 @@
 #include "core/log.h"
 
 namespace mx {
-namespace {
 
-[[noreturn]] void rank_failed(int rank, const Status& st) {
+void tp_rank_failed(int rank, const Status& st) {
   log_error("tensor-parallel rank {} failed: {}; the other ranks would wait on it forever, so mxserve stops", rank,
             st.message());
   std::abort();
 }
-
-}  // namespace
 
 Result<std::unique_ptr<TpFollowers>> TpFollowers::start(const Model& model, const std::vector<const KvCache*>& peer_kv,
                                                          const StepRunnerArgs& args,
@@ -85,11 +82,11 @@ void TpFollowers::run(Rank& rank, StepRunner& runner, int index) {
       rank.jobs.pop_front();
     }
     if (runner.in_flight() >= StepRunner::kMaxInFlight)
-      if (auto out = runner.collect(); !out.ok()) rank_failed(index, out.status());
-    if (Status st = runner.launch(*job); !st.ok()) rank_failed(index, st);
+      if (auto out = runner.collect(); !out.ok()) tp_rank_failed(index, out.status());
+    if (Status st = runner.launch(*job); !st.ok()) tp_rank_failed(index, st);
   }
   while (runner.in_flight() > 0)
-    if (auto out = runner.collect(); !out.ok()) rank_failed(index, out.status());
+    if (auto out = runner.collect(); !out.ok()) tp_rank_failed(index, out.status());
 }
 
 }  // namespace mx

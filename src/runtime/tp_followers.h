@@ -20,6 +20,9 @@
 
 namespace mx {
 
+// Logs that rank `rank` failed with `st` and ends the process (see above).
+[[noreturn]] void tp_rank_failed(int rank, const Status& st);
+
 class TpFollowers {
  public:
   // Starts ranks 1..N-1 (model.tp.peers, peer_kv, collectives[1..]) and returns once each has made
