@@ -136,8 +136,8 @@ struct Outputs {
 
 // Four requests at once (prefill chunks, joined batches, decode), greedy with logits kept, one with
 // seeded sampling, penalties and logprobs.
-Outputs generate(const Model& m) {
-  EngineArgs a{.max_num_seqs = 4, .max_num_batched_tokens = 24, .max_model_len = 96, .kv_block_size = 4,
+Outputs generate(const Model& m, int step_tokens = 24) {
+  EngineArgs a{.max_num_seqs = 4, .max_num_batched_tokens = step_tokens, .max_model_len = 96, .kv_block_size = 4,
                .num_kv_blocks = 120, .stats_interval_seconds = 0};
   auto e = Engine::create(m, a);
   EXPECT_TRUE(e.ok()) << e.status().message();
@@ -240,6 +240,30 @@ TEST(TensorParallel, CudaRanksAreAsAccurateAsOneGpu) {
       std::printf("cuda tp %d, request %zu: logits NMSE %.3g against the CPU (one GPU: %.3g), %.3g against one GPU\n", tp,
                   i, err[i], gpu_err[i], vs_one[i]);
       EXPECT_LE(err[i], 2e-4) << "tp " << tp << ", request " << i;
+    }
+  }
+}
+
+// The one-GPU defect that CudaRanksAreAsAccurateAsOneGpu prints (PERFORMANCE.md run 25), on one
+// GPU: the same batch against the CPU reference with steps of at most 4, 8, 16, 24 and 64 tokens.
+// Measured on an H100: request 1 is off by NMSE 0.0345 with 8, 16 and 24, right with 4 and 64.
+// Disabled until that is fixed: `test_runtime --gtest_also_run_disabled_tests
+// --gtest_filter='*BatchedStepsMatchTheCpu*'`.
+TEST(TensorParallel, DISABLED_OneGpuBatchedStepsMatchTheCpu) {
+  if (!ops::cuda_available()) GTEST_SKIP() << "needs a GPU";
+  const auto dir = test::temp_dir("one_gpu_gpt_oss_dims");
+  RandomModelSpec s{.layers = 2, .hidden = 2880, .intermediate = 2880, .heads = 64, .kv_heads = 8, .head_dim = 64,
+                    .experts = 8, .vocab = 2048, .seed = 5};
+  ASSERT_TRUE(write_random_model(dir, s).ok());
+  auto cpu = Model::load(dir.string(), Device::CPU, ShowProgress::No);
+  auto gpu = Model::load(dir.string(), Device::CUDA, ShowProgress::No);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  for (int step_tokens : {4, 8, 16, 24, 64}) {
+    const std::vector<double> err = logits_nmse(generate(**gpu, step_tokens), generate(**cpu, step_tokens));
+    for (size_t i = 0; i < err.size(); ++i) {
+      std::printf("one GPU, steps of <= %d tokens, request %zu: logits NMSE %.3g against the CPU\n", step_tokens, i,
+                  err[i]);
+      EXPECT_LE(err[i], 2e-4) << "steps of <= " << step_tokens << " tokens, request " << i;
     }
   }
 }
