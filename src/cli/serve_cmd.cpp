@@ -60,13 +60,10 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
     // Every rank's cache has the same blocks: the GPU with the least room decides.
     budget = std::numeric_limits<double>::max();
     for (int r = 0; r < m.tp_size(); ++r) {
-      MX_TRY(ops::use_gpu(Device::CUDA, r));
-      auto mi = ops::memory_info(Device::CUDA);
-      MX_TRY(ops::use_gpu(Device::CUDA, 0));
-      MX_TRY(mi.status());
-      const double used = double(mi->total_bytes - mi->free_bytes);
+      MX_ASSIGN(ops::MemoryInfo mi, ops::on_gpu(Device::CUDA, r, [] { return ops::memory_info(Device::CUDA); }));
+      const double used = double(mi.total_bytes - mi.free_bytes);
       const double headroom = 1.5 * double(1u << 30);
-      budget = std::min(budget, f.gpu_memory_utilization * double(mi->total_bytes) - used - headroom);
+      budget = std::min(budget, f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom);
     }
   } else {
     budget = f.gpu_memory_utilization * double(4ull << 30);

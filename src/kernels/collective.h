@@ -7,6 +7,7 @@
 // decode step is captured in a CUDA graph like a single-GPU one.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,13 @@ struct CollectiveShape {
   int64_t width = 0;                 // D: columns of the partial sums
   int64_t max_rows = 0;              // logit rows of a call at most
   std::vector<int64_t> vocab_starts; // (N + 1): rank r's logits are columns [starts[r], starts[r+1])
+
+  int64_t cols(int r) const { return vocab_starts[size_t(r) + 1] - vocab_starts[size_t(r)]; }
+  int64_t max_cols() const {
+    int64_t m = 0;
+    for (size_t r = 0; r + 1 < vocab_starts.size(); ++r) m = std::max(m, cols(int(r)));
+    return m;
+  }
 };
 
 class Collective {
@@ -67,6 +75,15 @@ std::string describe_collectives(Device device, int size);
 // The calling thread's current GPU when `device` is CUDA (else nothing). Rank r's thread selects
 // GPU r before it allocates or launches anything.
 Status use_gpu(Device device, int index);
+// f() with the calling thread on GPU `index` (when `device` is CUDA), then back on GPU 0; f's
+// Status or Result, or the error of switching.
+template <typename F>
+auto on_gpu(Device device, int index, F&& f) -> decltype(f()) {
+  if (Status st = use_gpu(device, index); !st.ok()) return st;
+  auto out = f();
+  if (Status st = use_gpu(device, 0); !st.ok()) return st;
+  return out;
+}
 int gpu_count();
 
 }  // namespace mx::ops

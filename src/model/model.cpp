@@ -61,16 +61,11 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& arg, Device device
            plan.describe());
   std::unique_ptr<Model> root;
   for (int r = 0; r < tensor_parallel; ++r) {
-    MX_TRY(ops::use_gpu(device, r));
-    auto m = load_rank(arg, device, progress, mxfp4, plan, r);
-    if (!m.ok()) {
-      (void)ops::use_gpu(device, 0);
-      return m.status().with_context(fmt::format("tensor-parallel rank {}", r));
-    }
+    auto m = ops::on_gpu(device, r, [&] { return load_rank(arg, device, progress, mxfp4, plan, r); });
+    if (!m.ok()) return m.status().with_context(fmt::format("tensor-parallel rank {}", r));
     if (r == 0) root = std::move(*m);
     else root->tp.peers.push_back(std::move(*m));
   }
-  MX_TRY(ops::use_gpu(device, 0));
   return root;
 }
 

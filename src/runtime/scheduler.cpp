@@ -94,11 +94,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
   // its own kv heads, on its own GPU.
   std::vector<const KvCache*> peer_kv;
   for (const auto& peer : model.tp.peers) {
-    MX_TRY(ops::use_gpu(dev, peer->tp.rank));
-    auto pkv = KvCache::create(peer->rank_config(), dev, kv_args);
-    MX_TRY(ops::use_gpu(dev, 0));
-    MX_TRY(pkv.status());
-    e->peer_kv_.push_back(std::make_unique<KvCache>(std::move(*pkv)));
+    MX_ASSIGN(KvCache pkv,
+              ops::on_gpu(dev, peer->tp.rank, [&] { return KvCache::create(peer->rank_config(), dev, kv_args); }));
+    e->peer_kv_.push_back(std::make_unique<KvCache>(std::move(pkv)));
     peer_kv.push_back(e->peer_kv_.back().get());
   }
   MX_ASSIGN(e->runner_, StepRunner::create(model, *e->kv_,
@@ -200,10 +198,7 @@ Status Engine::warm_up() {
 Status Engine::fill_cache_random(uint64_t seed) {
   MX_TRY(kv_->fill_random(seed));
   for (size_t r = 0; r < peer_kv_.size(); ++r) {
-    MX_TRY(ops::use_gpu(model_.weights.device, int(r) + 1));
-    const Status st = peer_kv_[r]->fill_random(seed + r + 1);
-    MX_TRY(ops::use_gpu(model_.weights.device, 0));
-    MX_TRY(st);
+    MX_TRY(ops::on_gpu(model_.weights.device, int(r) + 1, [&] { return peer_kv_[r]->fill_random(seed + r + 1); }));
   }
   return ok_status();
 }

@@ -2,7 +2,6 @@
 // host memory, and a collective is a barrier, the work, and a second barrier (after which no rank
 // reads another's buffers, so each may write its own again). The reference the CUDA group is
 // tested against, and CI's stand-in for several GPUs.
-#include <algorithm>
 #include <barrier>
 #include <cstring>
 
@@ -51,7 +50,7 @@ class CpuCollective final : public ops::Collective {
 
   Result<Tensor> local_logits(int64_t R) override {
     MX_CHECK(R >= 0 && R <= g_->shape.max_rows, "collective: {} logit rows, buffers hold {}", R, g_->shape.max_rows);
-    return g_->logits[size_t(rank_)].view(DType::F32, {R, cols(rank_)});
+    return g_->logits[size_t(rank_)].view(DType::F32, {R, g_->shape.cols(rank_)});
   }
 
   Status gather_logits(const Tensor& full, int64_t R) override {
@@ -62,7 +61,7 @@ class CpuCollective final : public ops::Collective {
     if (rank_ == 0) {
       for (int r = 0; r < g_->size; ++r) {
         const float* src = static_cast<const float*>(g_->logits[size_t(r)].data());
-        const int64_t c = cols(r), at = g_->shape.vocab_starts[size_t(r)];
+        const int64_t c = g_->shape.cols(r), at = g_->shape.vocab_starts[size_t(r)];
         for (int64_t i = 0; i < R; ++i) std::memcpy(full.ptr<float>() + i * V + at, src + i * c, size_t(c) * 4);
       }
     }
@@ -84,8 +83,6 @@ class CpuCollective final : public ops::Collective {
   }
 
  private:
-  int64_t cols(int r) const { return g_->shape.vocab_starts[size_t(r) + 1] - g_->shape.vocab_starts[size_t(r)]; }
-
   std::shared_ptr<Group> g_;
   int rank_;
 };
@@ -94,15 +91,13 @@ class CpuCollective final : public ops::Collective {
 
 Result<std::vector<std::shared_ptr<ops::Collective>>> make_collectives(int size, const ops::CollectiveShape& s) {
   auto g = std::make_shared<Group>(size, s);
-  int64_t max_cols = 0;
-  for (int r = 0; r < size; ++r) max_cols = std::max(max_cols, s.vocab_starts[size_t(r) + 1] - s.vocab_starts[size_t(r)]);
   for (int r = 0; r < size; ++r) {
     for (auto& slot : g->partial) {
       MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(Device::CPU, size_t(s.max_tokens * s.width) * 4));
       std::memset(b.data(), 0, b.size());
       slot.push_back(std::move(b));
     }
-    MX_ASSIGN(ops::Buffer l, ops::Buffer::allocate(Device::CPU, size_t(s.max_rows * max_cols) * 4));
+    MX_ASSIGN(ops::Buffer l, ops::Buffer::allocate(Device::CPU, size_t(s.max_rows * s.max_cols()) * 4));
     g->logits.push_back(std::move(l));
   }
   std::vector<std::shared_ptr<ops::Collective>> out;

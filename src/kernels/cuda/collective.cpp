@@ -89,7 +89,7 @@ class CudaCollective final : public ops::Collective {
 
   Result<Tensor> local_logits(int64_t R) override {
     MX_CHECK(R >= 0 && R <= g_->shape.max_rows, "collective: {} logit rows, buffers hold {}", R, g_->shape.max_rows);
-    return Tensor(mine().logits, DType::F32, {R, cols(rank_)}, Device::CUDA);
+    return Tensor(mine().logits, DType::F32, {R, g_->shape.cols(rank_)}, Device::CUDA);
   }
 
   Status gather_logits(const Tensor& full, int64_t R) override {
@@ -120,7 +120,6 @@ class CudaCollective final : public ops::Collective {
 
  private:
   RankBuffers& mine() { return g_->ranks[size_t(rank_)]; }
-  int64_t cols(int r) const { return g_->shape.vocab_starts[size_t(r) + 1] - g_->shape.vocab_starts[size_t(r)]; }
   kern::TpBarrier barrier() {
     kern::TpBarrier b{};
     b.counters = mine().counters;
@@ -152,8 +151,6 @@ Result<std::vector<std::shared_ptr<ops::Collective>>> make_collectives(int size,
   g->size = size;
   g->shape = s;
   g->ranks.resize(size_t(size));
-  int64_t max_cols = 0;
-  for (int r = 0; r < size; ++r) max_cols = std::max(max_cols, s.vocab_starts[size_t(r) + 1] - s.vocab_starts[size_t(r)]);
   Status st = ok_status();
   for (int r = 0; r < size && st.ok(); ++r) {
     st = [&]() -> Status {
@@ -172,7 +169,7 @@ Result<std::vector<std::shared_ptr<ops::Collective>>> make_collectives(int size,
       for (auto& p : b.partial) {
         MX_ASSIGN(p, zeroed(size_t(s.max_tokens * s.width) * 2));
       }
-      MX_ASSIGN(b.logits, zeroed(size_t(s.max_rows * max_cols) * 4));
+      MX_ASSIGN(b.logits, zeroed(size_t(s.max_rows * s.max_cols()) * 4));
       void* c;
       MX_ASSIGN(c, zeroed(size_t(kern::kTpMaxBlocks) * 4));
       b.counters = static_cast<uint32_t*>(c);
