@@ -35,7 +35,7 @@ Result<Workspace> Workspace::create(const ModelConfig& c, Device device, int max
   MX_TRY(make(ws.xn, act, {T, c.hidden_size}));
   MX_TRY(make(ws.qkv, act, {T, c.qkv_width()}));
   MX_TRY(make(ws.attn, act, {T, c.q_width()}));
-  MX_TRY(make(ws.router, act, {T, c.num_local_experts}));
+  MX_TRY(make(ws.router, DType::F32, {T, c.num_local_experts}));
   MX_TRY(make(ws.top_ids, DType::I32, {T, c.num_experts_per_tok}));
   MX_TRY(make(ws.top_w, DType::F32, {T, c.num_experts_per_tok}));
   MX_TRY(make(ws.rows_x, act, {int64_t(max_logit_rows), c.hidden_size}));

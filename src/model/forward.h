@@ -21,7 +21,7 @@ class Workspace {
   Tensor xn;       // (T, D) act: normalised input of the MoE (written by moe_router)
   Tensor qkv;      // (T, (H + 2·Hkv)·Dh) act
   Tensor attn;     // (T, H·Dh) act
-  Tensor router;   // (T, E) act
+  Tensor router;   // (T, E) f32: BF16 logits would tie where FP32 ones differ and flip the top-k
   Tensor top_ids;  // (T, K) i32
   Tensor top_w;    // (T, K) f32
   Tensor rows_x;   // (R, D) act: final-normed rows that need logits

@@ -213,9 +213,7 @@ TEST(TensorParallel, RefusesAModelThatDoesNotSplit) {
 // On CUDA: the gpt-oss dimensions (2880 wide, 64/8 heads, whole 90-block experts), a few layers and
 // experts, split over 2 (and 4) GPUs, against the CPU reference (fp32): BF16 activations round
 // differently when partial sums are added than inside one GPU's dot products, so the bar is the
-// reference, which one GPU meets at ~8e-5. One GPU's own error is printed beside it: in this batch
-// (chunked prefills mixed with decodes) request 1 measured 0.0345 on one H100: a one-GPU defect in
-// batched steps of 5 to 23 tokens, not yet found (PERFORMANCE.md run 25).
+// reference, which one GPU meets at ~8e-5 (printed beside it).
 TEST(TensorParallel, CudaRanksAreAsAccurateAsOneGpu) {
   if (!ops::cuda_available() || ops::gpu_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   const auto dir = test::temp_dir("tp_gpt_oss_dims");
@@ -244,12 +242,12 @@ TEST(TensorParallel, CudaRanksAreAsAccurateAsOneGpu) {
   }
 }
 
-// The one-GPU defect that CudaRanksAreAsAccurateAsOneGpu prints (PERFORMANCE.md run 25), on one
-// GPU: the same batch against the CPU reference with steps of at most 4, 8, 16, 24 and 64 tokens.
-// Measured on an H100: request 1 is off by NMSE 0.0345 with 8, 16 and 24, right with 4 and 64.
-// Disabled until that is fixed: `test_runtime --gtest_also_run_disabled_tests
-// --gtest_filter='*BatchedStepsMatchTheCpu*'`.
-TEST(TensorParallel, DISABLED_OneGpuBatchedStepsMatchTheCpu) {
+// One GPU, the same batch against the CPU reference with steps of at most 4, 8, 16, 24 and 64
+// tokens (each its own mix of prefill chunks and decodes). With the router logits in BF16, request
+// 1 drew another token at position 21 with steps of 8, 16 and 24 (logits NMSE 0.0345): two of its
+// router logits rounded to the same BF16 value there and the top-k took the other expert; they are
+// FP32 now (Workspace::router).
+TEST(TensorParallel, OneGpuBatchedStepsMatchTheCpu) {
   if (!ops::cuda_available()) GTEST_SKIP() << "needs a GPU";
   const auto dir = test::temp_dir("one_gpu_gpt_oss_dims");
   RandomModelSpec s{.layers = 2, .hidden = 2880, .intermediate = 2880, .heads = 64, .kv_heads = 8, .head_dim = 64,
