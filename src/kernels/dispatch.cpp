@@ -230,6 +230,24 @@ Status gather_rows(const GatherRowsArgs& a) {
 }
 
 namespace {
+// Whether two tensors share any byte (views of one buffer at different offsets included).
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
+  return a.nbytes() > 0 && b.nbytes() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+}  // namespace
+
+Status silu_mul(const SiluMulArgs& a) {
+  const Device dev = a.out.device;
+  MX_TRY(expect(a.gate_up, "silu_mul", "gate_up", {act_dtype(dev)}, 2, dev));
+  MX_TRY(expect(a.out, "silu_mul", "out", {act_dtype(dev)}, 2, dev));
+  MX_TRY(same_dim("silu_mul", "tokens", a.gate_up.dim(0), a.out.dim(0)));
+  MX_TRY(same_dim("silu_mul", "gate_up width (2 x out width)", a.gate_up.dim(1), 2 * a.out.dim(1)));
+  MX_CHECK(!overlaps(a.out, a.gate_up), "silu_mul: tensor 'out' overlaps 'gate_up' (it must not alias it)");
+  return route("silu_mul", dev, a, cpu::silu_mul, MX_CUDA_FN(silu_mul), nbytes({&a.gate_up, &a.out}));
+}
+
+namespace {
 Status check_batch_and_cache(const char* op, const TokenBatch& b, const KvLayer& c, const Tensor& qkv, int H, int Hkv,
                              int Dh, Device dev) {
   MX_TRY(expect(qkv, op, "qkv", {act_dtype(dev)}, 2, dev));
@@ -653,7 +671,7 @@ std::vector<std::string> dispatch_summary(Device device) {
                   "T <= {} -> bf16_mxfp4w_gemv_mma (tensor cores; same fusions), else mxfp4_rows_to_bf16 chunks + cuBLASLt; moe_router as for BF16 "
                   "(bf16_bf16w_norm_router_topk decodes MXFP4 rows); embed -> mxfp4_rows_to_bf16",
                   kLinearMxfp4GemvMaxTokens),
-      "rmsnorm (final norm), sample, logprobs_topk, logits_process, logprobs_chosen: one kernel each",
+      "rmsnorm (final norm), silu_mul, sample, logprobs_topk, logits_process, logprobs_chosen: one kernel each",
   };
 }
 

@@ -309,6 +309,15 @@ struct GatherRowsArgs {
 };
 Status gather_rows(const GatherRowsArgs& a);
 
+// The gated activation of a Llama-style MLP (the EAGLE-3 draft model): out[t][i] = silu(gate[t][i])
+// · up[t][i] with silu(g) = g / (1 + exp(-g)), computed in FP32 and rounded once to the act dtype.
+// I is the MLP's intermediate width.
+struct SiluMulArgs {
+  Tensor gate_up;  // (T, 2·I) act: gate in columns [0, I), up in columns [I, 2I)
+  Tensor out;      // (T, I) act; must not alias gate_up
+};
+Status silu_mul(const SiluMulArgs& a);
+
 // ---- utility ops (synthetic weights, on-device greedy decoding) ----------------------------
 // Fills a tensor with seeded pseudo-random values: floats uniform in [offset - scale,
 // offset + scale] (f32/bf16), or bytes uniform in [byte_lo, byte_hi] (u8). Deterministic in

@@ -1,8 +1,9 @@
 // Hand-worked cases for the CPU reference ops: the sliding-window boundary and the sink, router
-// top-k tie order and softmax over k, the clamped SwiGLU with the +1, RMSNorm, linear.
+// top-k tie order and softmax over k, the clamped SwiGLU with the +1, RMSNorm, linear, silu_mul.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -165,6 +166,47 @@ TEST(CpuDense, RmsNormAndLinearByHand) {
                   .ok());
   EXPECT_FLOAT_EQ(y[0], 10 + 3 + 8 + 0.5f);
   EXPECT_FLOAT_EQ(y[1], 20 - 3 + 2 - 1);
+}
+
+// Gates 0, ±1, ±2, ±20 and ±1000 (at -1000 exp(-g) overflows: a signed zero, not NaN), and up = 0;
+// the expected values are g / (1 + e^-g) · u in double (Python's math module).
+TEST(CpuSiluMul, HandComputedValues) {
+  const int64_t T = 2, I = 5;
+  std::vector<float> gate_up = {
+      0.0f,  1.0f,   -1.0f,   2.0f,     -2.0f, /* up */ 3.0f, 2.0f, 2.0f,  -0.5f, 0.25f,  // t = 0
+      20.0f, -20.0f, 1000.0f, -1000.0f, 10.0f, /* up */ 1.5f, 1.5f, -2.0f, -2.0f, 0.0f,   // t = 1
+  };
+  std::vector<float> out(size_t(T * I), -7.0f);
+  ASSERT_TRUE(ops::silu_mul({.gate_up = Tensor(gate_up.data(), DType::F32, {T, 2 * I}),
+                             .out = Tensor(out.data(), DType::F32, {T, I})})
+                  .ok());
+  const double want[] = {0.0, 1.4621171572600098, -0.5378828427399902, -0.8807970779778823, -0.05960146101105877,
+                         29.999999938165388, -6.183460854570612e-08, -2000.0, 0.0, 0.0};
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_FALSE(std::isnan(out[i])) << i;
+    const float gate = gate_up[i / I * 2 * I + i % I];
+    EXPECT_NEAR(out[i], want[i], 1e-6 * std::fabs(want[i])) << "index " << i << " gate " << gate;  // FP32 rounding
+  }
+}
+
+TEST(CpuSiluMul, RejectsBadShapesDtypesAndAliasing) {
+  std::vector<float> buf(64);
+  const auto fails_with = [](const ops::SiluMulArgs& a, const std::string& what) {
+    const Status st = ops::silu_mul(a);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("silu_mul"), std::string::npos) << st.message();
+  };
+  const Tensor gate_up(buf.data(), DType::F32, {2, 8});  // T = 2, I = 4: floats [0, 16)
+  fails_with({.gate_up = gate_up, .out = Tensor(buf.data() + 32, DType::F32, {2, 5})}, "gate_up width");
+  fails_with({.gate_up = gate_up, .out = Tensor(buf.data() + 32, DType::F32, {3, 4})}, "tokens");
+  fails_with({.gate_up = Tensor(buf.data(), DType::BF16, {2, 8}), .out = Tensor(buf.data() + 32, DType::F32, {2, 4})},
+             "'gate_up' has dtype");
+  fails_with({.gate_up = gate_up, .out = Tensor()}, "'out' is missing");
+  fails_with({.gate_up = gate_up, .out = Tensor(buf.data(), DType::F32, {2, 4})}, "overlaps");  // in place
+  fails_with({.gate_up = gate_up, .out = Tensor(buf.data() + 12, DType::F32, {2, 4})}, "overlaps");  // partly
+  // Right after gate_up in the same buffer: no shared byte, accepted.
+  EXPECT_TRUE(ops::silu_mul({.gate_up = gate_up, .out = Tensor(buf.data() + 16, DType::F32, {2, 4})}).ok());
 }
 
 TEST(Dispatch, RejectsMismatchedShapes) {

@@ -11,6 +11,7 @@ Status embed(const ops::EmbedArgs& a);
 Status rmsnorm(const ops::RmsNormArgs& a);
 Status linear(const ops::LinearArgs& a);
 Status gather_rows(const ops::GatherRowsArgs& a);
+Status silu_mul(const ops::SiluMulArgs& a);  // silu_mul.cpp
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
 Status kv_scales(const ops::KvScalesArgs& a);
 Status qkv_projection(const ops::QkvProjectionArgs& a);  // linear -> qkv_rope_cache

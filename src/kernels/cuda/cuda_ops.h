@@ -36,6 +36,7 @@ Status linear_gemv(const ops::LinearArgs& a);  // bf16_bf16w_gemv, T <= kern::kG
 Status linear_gemm(const ops::LinearArgs& a);  // cuBLASLt (after the rmsnorm kernel with an input norm)
 bool linear_gemv_supported(const ops::LinearArgs& a);  // shape/alignment contract of the GEMV
 Status gather_rows(const ops::GatherRowsArgs& a);
+Status silu_mul(const ops::SiluMulArgs& a);  // bf16_silu_mul (launch_dense.cpp)
 Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a);
 Status kv_scales(const ops::KvScalesArgs& a);  // bf16_kv_scales
 // qkv_projection for T <= kern::kGemvMaxTokens: bf16_bf16w_gemv with the RoPE + cache epilogue

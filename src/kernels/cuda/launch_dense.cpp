@@ -1,4 +1,4 @@
-// Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, and linear, with or without an input
+// Launchers of the dense CUDA ops (embed, gather_rows, rmsnorm, silu_mul, and linear, with or without an input
 // RMSNorm, as the GEMV kernel or cuBLASLt — dispatch.cpp chooses; qkv_projection as the GEMV with
 // its RoPE + cache epilogue): each checks its kernel's contract and returns a Status. MXFP4 dense
 // weights (--mxfp4-layers) take bf16_mxfp4w_gemv, or cuBLASLt on BF16 chunks that
@@ -6,8 +6,10 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
+#include "kernels/cuda/bf16_silu_mul.h"
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
@@ -226,6 +228,16 @@ Status embed(const ops::EmbedArgs& a) {
 Status gather_rows(const ops::GatherRowsArgs& a) {
   MX_CHECK(a.out.data != a.x.data || a.rows.dim(0) == 0, "gather_rows: out must not alias x on CUDA");
   return launch_bf16_gather_rows(a.x, a.rows, a.out);
+}
+
+Status silu_mul(const ops::SiluMulArgs& a) {
+  const int64_t T = a.out.dim(0), I = a.out.dim(1);
+  MX_CHECK(a.gate_up.dtype == DType::BF16 && a.out.dtype == DType::BF16, "bf16_silu_mul: needs bf16 gate_up and out");
+  MX_CHECK(a.gate_up.dim(0) == T && a.gate_up.dim(1) == 2 * I, "bf16_silu_mul: gate_up {} for out {}",
+           a.gate_up.shape_str(), a.out.shape_str());
+  MX_CHECK(T * I / 256 < INT32_MAX, "bf16_silu_mul: {} outputs exceed the grid", T * I);
+  const kern::SiluMulParams p{.gate_up = a.gate_up.data, .out = a.out.data, .T = T, .I = I};
+  return kernel_status("bf16_silu_mul", kern::run_bf16_silu_mul(p, stream()));
 }
 
 Status rmsnorm(const ops::RmsNormArgs& a) {
