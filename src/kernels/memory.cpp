@@ -117,6 +117,25 @@ Status copy_async(const Tensor& dst, const Tensor& src) {
 #endif
 }
 
+Status copy_columns_async(const Tensor& dst, int64_t col0, const Tensor& src) {
+  MX_CHECK(dst.ndim == 2 && src.ndim == 2 && dst.dtype == src.dtype && dst.device == src.device &&
+               dst.dim(0) == src.dim(0) && col0 >= 0 && col0 + src.dim(1) <= dst.dim(1),
+           "copy_columns_async: {} into columns {}.. of {}", src.shape_str(), col0, dst.shape_str());
+  const size_t es = dtype_size(dst.dtype), width = size_t(src.dim(1)) * es, rows = size_t(src.dim(0));
+  char* d = static_cast<char*>(dst.data) + size_t(col0) * es;
+  const size_t dpitch = size_t(dst.dim(1)) * es;
+  if (width == 0 || rows == 0) return ok_status();
+  if (dst.device == Device::CPU) {
+    for (size_t r = 0; r < rows; ++r) std::memcpy(d + r * dpitch, static_cast<const char*>(src.data) + r * width, width);
+    return ok_status();
+  }
+#ifdef MXSERVE_HAVE_CUDA
+  return cuda::memcpy_2d_async(d, dpitch, src.data, width, width, rows);
+#else
+  return MX_ERROR("copy_columns_async: CUDA tensors in a build without CUDA");
+#endif
+}
+
 Result<Event> Event::create(Device device) {
   Event e;
   e.device_ = device;

@@ -57,6 +57,9 @@ Status copy_2d(void* dst, size_t dpitch, Device dst_device, const void* src, siz
 // The same, queued on the device's stream after the work before it (host memory must be pinned
 // and stay untouched until an Event recorded after the copy completes); immediate on the CPU.
 Status copy_async(const Tensor& dst, const Tensor& src);
+// src (T, w) into columns col0 .. col0 + w of dst (T, W), same dtype, queued like copy_async (device
+// memory on both sides on CUDA): the target's residual stream into a draft's feature rows.
+Status copy_columns_async(const Tensor& dst, int64_t col0, const Tensor& src);
 
 // A point in the device's stream: record() after queued work, wait() blocks the host until that
 // work is done. On the CPU every op is done when it returns: both are no-ops.

@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "model/json_keys.h"
+#include "model/model_path.h"
 #include "model/rope.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -272,6 +273,31 @@ Result<std::vector<int32_t>> draft_to_target(const Tensor* d2t, int64_t Vd, int6
 
 }  // namespace
 
+Status place_eagle3_tables(Eagle3Draft& d, std::vector<int32_t> draft_to_target) {
+  const Eagle3Config& c = d.config;
+  Eagle3Weights& w = d.weights;
+  Uploader up(w);
+  MX_ASSIGN(w.draft_to_target, up.put_vector(draft_to_target, DType::I32));
+  w.draft_to_target_host = std::move(draft_to_target);
+  std::vector<float> sinks(size_t(c.num_attention_heads), -std::numeric_limits<float>::infinity());
+  MX_ASSIGN(w.sinks, up.put_vector(sinks, DType::F32));
+  std::vector<float> inv_freq(size_t(c.head_dim / 2));
+  if (c.rope_scaling) {
+    ModelConfig rc;
+    rc.head_dim = c.head_dim;
+    rc.rope_theta = c.rope_theta;
+    rc.rope_scaling = *c.rope_scaling;
+    const YarnRope r = compute_yarn_rope(rc);
+    inv_freq = r.inv_freq;
+    w.rope_concentration = r.concentration;
+  } else {
+    for (size_t i = 0; i < inv_freq.size(); ++i)  // θ^(-2i/Dh), the power in fp32 like the references
+      inv_freq[i] = float(1.0 / double(std::pow(float(c.rope_theta), float(2 * i) / float(c.head_dim))));
+  }
+  MX_ASSIGN(w.inv_freq, up.put_vector(inv_freq, DType::F32));
+  return ok_status();
+}
+
 Result<Eagle3Draft> load_eagle3(const std::filesystem::path& dir, const ModelConfig& target,
                                 const ModelWeights& tw, AuxLayerIds ids) {
   Eagle3Draft d;
@@ -370,25 +396,15 @@ Result<Eagle3Draft> load_eagle3(const std::filesystem::path& dir, const ModelCon
     MX_CHECK(Vd == V, "draft {}: no d2t, and its draft vocabulary ({}) is not the target's ({})", dir.string(), Vd, V);
   }
   MX_ASSIGN(std::vector<int32_t> map, draft_to_target(d2t_entry ? &d2t : nullptr, Vd, V, dir.string()));
-  MX_ASSIGN(w.draft_to_target, up.put_vector(map, DType::I32));
-
-  std::vector<float> sinks(size_t(c.num_attention_heads), -std::numeric_limits<float>::infinity());
-  MX_ASSIGN(w.sinks, up.put_vector(sinks, DType::F32));
-  std::vector<float> inv_freq(size_t(c.head_dim / 2));
-  if (c.rope_scaling) {
-    ModelConfig rc;
-    rc.head_dim = c.head_dim;
-    rc.rope_theta = c.rope_theta;
-    rc.rope_scaling = *c.rope_scaling;
-    const YarnRope r = compute_yarn_rope(rc);
-    inv_freq = r.inv_freq;
-    w.rope_concentration = r.concentration;
-  } else {
-    for (size_t i = 0; i < inv_freq.size(); ++i)  // θ^(-2i/Dh), the power in fp32 like the references
-      inv_freq[i] = float(1.0 / double(std::pow(float(c.rope_theta), float(2 * i) / float(c.head_dim))));
-  }
-  MX_ASSIGN(w.inv_freq, up.put_vector(inv_freq, DType::F32));
+  MX_TRY(place_eagle3_tables(d, std::move(map)));
   return d;
+}
+
+Result<Eagle3Draft> open_eagle3(const std::string& arg, const ModelConfig& target, const ModelWeights& tw,
+                                AuxLayerIds ids) {
+  if (arg.starts_with("synthetic:")) return make_synthetic_eagle3(arg, target, tw, ids);
+  MX_ASSIGN(std::filesystem::path dir, resolve_model_path(arg));
+  return load_eagle3(dir, target, tw, ids);
 }
 
 }  // namespace mx

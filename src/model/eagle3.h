@@ -82,6 +82,7 @@ struct Eagle3Weights {
   Tensor lm_head;           // (Vd, D): the draft's own, or the target's when it has none (Vd = V)
   Tensor embed;             // (V, D): the draft's own, or the target's
   Tensor draft_to_target;   // (Vd) i32 on the device: target id of draft id d (d + d2t[d]; identity without d2t)
+  std::vector<int32_t> draft_to_target_host;  // the same on the host
   Tensor sinks;             // (H) f32, all -inf: the attention op's sinks, i.e. none
   Tensor inv_freq;          // (Dh/2) f32: the draft's RoPE
   float rope_concentration = 1.0f;
@@ -103,5 +104,17 @@ struct Eagle3Draft {
 // name the file and the tensor.
 Result<Eagle3Draft> load_eagle3(const std::filesystem::path& dir, const ModelConfig& target,
                                 const ModelWeights& target_weights, AuxLayerIds ids = AuxLayerIds::Literal);
+// `arg`: "synthetic:eagle3-120b" / "synthetic:eagle3-20b" (model/synthetic_eagle3.cpp), or a local
+// folder / Hugging Face repo id in the cache, loaded with load_eagle3.
+Result<Eagle3Draft> open_eagle3(const std::string& arg, const ModelConfig& target, const ModelWeights& target_weights,
+                                AuxLayerIds ids = AuxLayerIds::Literal);
+// A draft of the published SpecForge shape for the target (I 17280, draft vocabulary 32000, aux ids
+// [1, L/2 - 1, L - 3]) with seeded random weights made on the target's device: the bytes and work of a
+// real draft's step, for bench; it borrows the target's embedding.
+Result<Eagle3Draft> make_synthetic_eagle3(const std::string& name, const ModelConfig& target,
+                                          const ModelWeights& target_weights, AuxLayerIds ids, uint64_t seed = 7);
+// The draft-to-target ids, the -inf sinks and the RoPE table, placed on the draft's device (the
+// last part of loading a draft, shared by both makers).
+Status place_eagle3_tables(Eagle3Draft& d, std::vector<int32_t> draft_to_target);
 
 }  // namespace mx

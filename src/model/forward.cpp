@@ -59,6 +59,17 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
   const ops::RopeTable rope{.inv_freq = w.inv_freq, .concentration = w.rope_concentration};
 
   MX_TRY(ops::embed({.ids = a.tokens, .table = w.embed, .out = x, .table_scales = w.embed_scales}));
+  // The draft's features: x at boundary j (after j layers) into the j-th aux column block.
+  size_t next_aux = 0;
+  auto capture = [&](int boundary) -> Status {
+    if (next_aux < a.aux_boundaries.size() && a.aux_boundaries[next_aux] == boundary)
+      return ops::copy_columns_async(a.aux.rows(0, T), int64_t(next_aux++) * c.hidden_size, x);
+    return ok_status();
+  };
+  MX_CHECK(a.aux_boundaries.empty() || (a.aux.ndim == 2 && a.aux.dim(0) >= T &&
+                                        a.aux.dim(1) == int64_t(a.aux_boundaries.size()) * c.hidden_size),
+           "forward: aux {} for {} tokens and {} boundaries", a.aux.shape_str(), T, a.aux_boundaries.size());
+  MX_TRY(capture(0));
   ops::TokenBatch sliding_batch = a.batch;
   if (!a.sliding_block_tables.empty()) sliding_batch.block_tables = a.sliding_block_tables;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -119,7 +130,10 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                      .swiglu_alpha = c.swiglu_alpha,
                      .residual = experts_out}));
     if (tp) MX_TRY(ops::all_reduce_add(*tp, ops::PartialSlot::Experts, x));
+    MX_TRY(capture(l + 1));
   }
+  MX_CHECK(next_aux == a.aux_boundaries.size(), "forward: aux boundaries must ascend within 0..{}",
+           c.num_hidden_layers);
   if (R == 0) return ok_status();
   const Tensor rows_x = a.all_rows ? x : first(ws.rows_x, R);
   if (!a.all_rows) MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));

@@ -42,6 +42,11 @@ struct ForwardArgs {
   bool calibrate_kv = false;            // FP8 cache: every layer sets its scales from this call
   ops::Collective* tp = nullptr;        // this rank's end of the group when the model is split (rank 0's
                                         // logits are the whole vocabulary; other ranks' are unused)
+  // An EAGLE-3 draft's features (model/eagle3.h): the residual stream at each of these boundaries
+  // (ascending; j = after j layers, 0 the embedding, L before the final norm) into aux's columns
+  // [i·D, (i+1)·D), (T, n·D) act. Empty: none.
+  std::span<const int> aux_boundaries;
+  Tensor aux;
 };
 
 Status forward(const Model& m, Workspace& ws, const ForwardArgs& a);

@@ -90,6 +90,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
   }
   MX_ASSIGN(KvCache kv, KvCache::create(model.rank_config(), dev, kv_args));
   std::unique_ptr<Engine> e(new Engine(model, a, std::make_unique<KvCache>(std::move(kv))));
+  std::vector<int> aux_boundaries;
+  if (a.speculative.enabled() && a.speculative.method == SpecMethod::Eagle3 && !a.draft_proposer) {
+    MX_CHECK(model.tp_size() == 1, "--speculative-config eagle3 with --tensor-parallel-size {}: not supported yet",
+             model.tp_size());
+    const AuxLayerIds ids = *parse_aux_layer_ids(a.speculative.aux_layer_ids);
+    MX_ASSIGN(Eagle3Draft draft, open_eagle3(a.speculative.model, model.config, model.weights, ids));
+    log_info("{}", draft.config.summary(model.config.num_hidden_layers, ids));
+    e->draft_model_ = std::make_unique<Eagle3Draft>(std::move(draft));
+    aux_boundaries = e->draft_model_->boundaries;
+  }
   // Tensor parallelism: every rank's cache has the same blocks (the block tables are shared), over
   // its own kv heads, on its own GPU.
   std::vector<const KvCache*> peer_kv;
@@ -104,8 +114,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
                                             .max_rows = max_step_rows(a),
                                             .seats = a.max_num_seqs,
                                             .max_blocks = blocks_per_seq + 1,
-                                            .graphs = a.enforce_eager ? UseGraphs::No : UseGraphs::Yes},
+                                            .graphs = a.enforce_eager ? UseGraphs::No : UseGraphs::Yes,
+                                            .aux_boundaries = aux_boundaries},
                                            peer_kv));
+  if (e->draft_model_) {
+    MX_ASSIGN(e->drafter_, Eagle3Drafter::create(*e->draft_model_, dev,
+                                                 {.seats = a.max_num_seqs,
+                                                  .max_tokens = a.max_num_batched_tokens,
+                                                  .max_blocks = blocks_per_seq + 1,
+                                                  .num_blocks = e->kv_->num_blocks() + 1,  // and the pad block
+                                                  .block_size = a.kv_block_size,
+                                                  .k = a.speculative.num_speculative_tokens}));
+  }
   // The warm-up runs on the loop thread, whose scratch (per thread) it sizes.
   const bool warm = a.warmup == Warmup::Yes && dev == Device::CUDA;
   std::promise<Status> warmed;
@@ -283,7 +303,7 @@ void Engine::loop() {
     if (needs_sync())
       while (st.ok() && !launched_.empty()) st = collect_step();
     drop_cancelled();
-    if (st.ok()) propose_drafts();
+    if (st.ok()) st = propose_drafts();
     if (st.ok()) plan_step(plan_, blocks_, limits_, chunks);
     if (st.ok() && !chunks.empty()) {
       st = launch_step(chunks);
@@ -310,7 +330,7 @@ void Engine::loop() {
 // next step is planned only after the previous one is read. So is every step while drafts are
 // proposed: a round's length is known once its samples are read.
 bool Engine::needs_sync() const {
-  if (drafting_) return true;
+  if (drafting_ || drafter_) return true;  // eagle3: the draft reads each step's features before the next
   for (const auto& s : plan_.running) {
     if (s->counts || s->params.keep_logits) return true;
     if (s->params.constraint && s->pending > 0 && !s->params.constraint->can_run_ahead(s->pending)) return true;
@@ -319,7 +339,7 @@ bool Engine::needs_sync() const {
 }
 
 bool Engine::wants_drafts() const {
-  return proposer_ && int(plan_.running.size()) <= args_.speculative.disable_by_batch_size &&
+  return (proposer_ || drafter_) && int(plan_.running.size()) <= args_.speculative.disable_by_batch_size &&
          (idle_proposals_ < kIdleBeforeProbing || next_step_ % kProbeEvery == 0);
 }
 
@@ -330,9 +350,14 @@ bool Engine::wants_drafts() const {
 // padded with the last token (a filler the target rarely confirms; it keeps the step uniform, one
 // CUDA graph). Fixed: each sequence its proposal of up to k tokens. bench's forced rounds count
 // every drafted position as offered.
-void Engine::propose_drafts() {
+Status Engine::propose_drafts() {
   for (auto& sp : plan_.running) sp->draft.clear();
-  if (!drafting_) return;
+  if (!drafting_) {
+    if (drafter_) {  // too many running to draft: the draft's KV of the step read last, no drafts
+      return run_draft_passes([](const Sequence&) { return 0; });
+    }
+    return ok_status();
+  }
   std::vector<Sequence*> seqs;
   std::vector<int> limit;
   std::vector<DraftPolicy::Candidate> offers;
@@ -341,9 +366,10 @@ void Engine::propose_drafts() {
     if (s.pending > 0 || s.remaining() != 1 || s.fully_scheduled() || s.params.constraint) continue;
     const int k = std::min(args_.speculative.num_speculative_tokens, s.params.max_tokens - s.generated - 1);
     if (k <= 0) continue;
-    proposer_->propose(s.tokens, k, s.draft);
+    // A draft model offers k (its drafts are made once the length is chosen); a host proposer its guess.
+    if (!drafter_) proposer_->propose(s.tokens, k, s.draft);
     if (s.draft.size() > size_t(k)) s.draft.resize(size_t(k));
-    s.draft_offered = forced_ ? k : int(s.draft.size());
+    s.draft_offered = forced_ || drafter_ ? k : int(s.draft.size());
     seqs.push_back(&s);
     limit.push_back(k);
     offers.push_back({.offered = s.draft_offered, .rate = s.spec_rate.rate()});
@@ -351,14 +377,30 @@ void Engine::propose_drafts() {
   const bool offered = std::any_of(offers.begin(), offers.end(), [](const auto& o) { return o.offered > 0; });
   if (!seqs.empty()) idle_proposals_ = offered ? 0 : idle_proposals_ + 1;
   const int d = policy_ ? policy_->choose(offers) : -1;
+  std::vector<size_t> lens(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i)
+    lens[i] = size_t(d >= 0 ? std::min(d, limit[i]) : forced_ || drafter_ ? limit[i] : int(seqs[i]->draft.size()));
+  if (drafter_) {
+    std::map<const Sequence*, int> asked;
+    for (size_t i = 0; i < seqs.size(); ++i) asked[seqs[i]] = int(lens[i]);
+    MX_TRY(run_draft_passes([&](const Sequence& s) {
+      auto it = asked.find(&s);
+      return it == asked.end() ? 0 : it->second;
+    }));
+    for (Sequence* s : seqs) {
+      const std::span<const int32_t> dr = drafter_->drafts(s->slot);
+      s->draft.assign(dr.begin(), dr.end());
+    }
+  }
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
-    const size_t len = size_t(d >= 0 ? std::min(d, limit[i]) : forced_ ? limit[i] : int(s.draft.size()));
+    const size_t len = lens[i];
     s.draft.resize(std::min(s.draft.size(), len));
     while (s.draft.size() < len) s.draft.push_back(s.tokens.back());
     if (len == 0 && s.draft_offered > 0) s.spec_rate.idle();
     s.draft_offered = std::min(s.draft_offered, int(len));
   }
+  return ok_status();
 }
 
 void Engine::drop_cancelled() {
@@ -539,6 +581,7 @@ Status Engine::collect_step() {
       blocks_.register_blocks(s.tokens, s.table, std::min<int64_t>(s.computed, int64_t(s.tokens.size())),
                               s.block_hashes);
   }
+  if (drafter_) queue_draft_passes(rec);
   {
     std::lock_guard lock(mu_);
     stats_.generation_tokens_total += emitted;
@@ -549,6 +592,49 @@ Status Engine::collect_step() {
   const uint64_t oldest = launched_.empty() ? next_step_ + 1 : launched_.front().id;
   std::erase_if(retired_, [&](const auto& s) { return s->last_step < oldest && s->pending == 0; });
   return ok_status();
+}
+
+// eagle3: the kept positions of each sequence of the step just read (a prefill chunk's; a round's
+// accepted drafts and its sample), each with the token that follows it, for the draft's pass 1 over
+// the step's features, which propose_drafts runs once the draft lengths are chosen.
+void Engine::queue_draft_passes(const LaunchedStep& rec) {
+  draft_passes_.clear();
+  draft_pass_seqs_.clear();
+  int64_t row = 0;
+  for (const Chunk& ch : rec.chunks) {
+    Sequence& s = *ch.seq;
+    const int64_t first = row;
+    row += ch.count;
+    if (s.finished != FinishReason::None || s.slot < 0) continue;
+    const int64_t end = std::min<int64_t>(s.computed, int64_t(s.tokens.size()) - 1);  // positions with a next token
+    const int64_t kept = std::min<int64_t>(ch.count, end - ch.start);
+    if (kept <= 0) continue;
+    Eagle3Drafter::Pass p{.seat = s.slot, .table = &s.table, .first_row = first, .start = ch.start};
+    for (int64_t j = 0; j < kept; ++j) p.tokens.push_back(s.tokens[size_t(ch.start + j + 1)]);
+    draft_passes_.push_back(std::move(p));
+    draft_pass_seqs_.push_back(&s);
+  }
+}
+
+// eagle3: pass 1 over the queued positions (the draft's KV there), then `len(s)` drafts for each
+// sequence that asks (a sequence whose positions were not in the step read last has none).
+Status Engine::run_draft_passes(const std::function<int(const Sequence&)>& len) {
+  std::vector<Eagle3Drafter::Pass> passes;
+  for (size_t i = 0; i < draft_passes_.size(); ++i) {
+    const Sequence& s = *draft_pass_seqs_[i];
+    if (s.finished != FinishReason::None || s.slot != draft_passes_[i].seat) continue;  // ended since
+    Eagle3Drafter::Pass p = std::move(draft_passes_[i]);
+    const bool at_end = p.start + int64_t(p.tokens.size()) == int64_t(s.tokens.size()) - 1;
+    p.drafts = at_end ? len(s) : 0;
+    passes.push_back(std::move(p));
+  }
+  draft_passes_.clear();
+  draft_pass_seqs_.clear();
+  if (passes.empty()) {
+    drafter_->clear_drafts();
+    return ok_status();
+  }
+  return drafter_->run(runner_->aux(), passes);
 }
 
 // Without drafts: the row's sample. With drafts: the samples up to and including the first that

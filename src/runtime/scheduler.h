@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "core/parallel.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "runtime/eagle3_drafter.h"
 #include "runtime/kv_cache.h"
 #include "runtime/request.h"
 #include "runtime/scheduler_plan.h"
@@ -120,11 +122,15 @@ class Engine {
   // asynchronously as without speculation).
   bool wants_drafts() const;
   static constexpr int kIdleBeforeProbing = 4, kProbeEvery = 16;
-  void propose_drafts();
+  Status propose_drafts();
   Status launch_step(const std::vector<Chunk>& chunks);
   // The guided-decoding masks of the step's constrained draws, per chunk (empty: none).
   std::vector<std::span<const uint32_t>> constraint_masks(const std::vector<Chunk>& chunks);
   Status collect_step();
+  // eagle3: the draft's pass over what each sequence of the step kept, and its drafts after it.
+  struct LaunchedStep;
+  void queue_draft_passes(const LaunchedStep& rec);
+  Status run_draft_passes(const std::function<int(const Sequence&)>& len);
   bool calibrates(const std::vector<Chunk>& chunks) const;
   void log_kv_scales(int64_t tokens) const;
   // The rows [row, row + drafts] of one sequence's chunk: its tokens (the accepted drafts and one
@@ -161,7 +167,11 @@ class Engine {
   // Finished sequences that launched steps still name (freed once those steps are read).
   std::vector<std::unique_ptr<Sequence>> retired_;
   StepBatch batch_;  // reused
-  std::shared_ptr<const DraftProposer> proposer_;  // null: no speculation
+  std::shared_ptr<const DraftProposer> proposer_;  // null: no host proposer (no speculation, or eagle3)
+  std::unique_ptr<Eagle3Draft> draft_model_;        // eagle3: the draft, on the target's device
+  std::unique_ptr<Eagle3Drafter> drafter_;          // eagle3: runs it after every step it can draft for
+  std::vector<Eagle3Drafter::Pass> draft_passes_;   // eagle3: the step read last, for the draft's pass 1
+  std::vector<Sequence*> draft_pass_seqs_;          // (the sequence of each)
   std::optional<ForcedAcceptance> forced_;          // bench's fixed acceptance
   std::optional<DraftPolicy> policy_;               // the steps' draft length (adaptive)
   bool drafting_ = false;                           // wants_drafts() of the step being planned

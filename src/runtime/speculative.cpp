@@ -9,9 +9,11 @@
 namespace mx {
 namespace {
 
-constexpr const char* kMethods = "\"ngram\" (EAGLE-3 drafts are not supported yet)";
+constexpr const char* kMethods = "\"ngram\", \"eagle3\"";
 constexpr const char* kNgramKeys = "method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
                                    "disable_by_batch_size, adaptive";
+constexpr const char* kEagle3Keys = "method, model, num_speculative_tokens, disable_by_batch_size, adaptive, "
+                                    "aux_layer_ids";
 // Per round at most; a round feeds k + 1 tokens per sequence.
 constexpr int kMaxSpeculativeTokens = 15;
 
@@ -27,6 +29,9 @@ Result<int> int_key(const nlohmann::json& j, const char* key, int lo, int hi) {
 
 std::string SpeculativeConfig::describe() const {
   if (!enabled()) return "off";
+  if (method == SpecMethod::Eagle3)
+    return fmt::format("eagle3 draft {} (aux layer ids {}), {}{} tokens per round, off above {} running sequences",
+                       model, aux_layer_ids, adaptive ? "up to " : "", num_speculative_tokens, disable_by_batch_size);
   return fmt::format("ngram, {}{} tokens per round, prompt lookup {}..{}, off above {} running sequences",
                      adaptive ? "up to " : "", num_speculative_tokens, prompt_lookup_min, prompt_lookup_max,
                      disable_by_batch_size);
@@ -40,28 +45,47 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
   MX_CHECK(j.contains("method") && j["method"].is_string(),
            "--speculative-config: \"method\" (a string) is required; supported: {}", kMethods);
   const std::string method = j["method"].get<std::string>();
-  MX_CHECK(method == "ngram", "--speculative-config: method \"{}\" is not supported; supported: {}", method, kMethods);
-  c.method = SpecMethod::Ngram;
-  for (const auto& [key, value] : j.items())
-    MX_CHECK(key == "method" || key == "num_speculative_tokens" || key == "prompt_lookup_min" ||
-                 key == "prompt_lookup_max" || key == "disable_by_batch_size" || key == "adaptive",
-             "--speculative-config: unknown key \"{}\" for method ngram; supported: {}", key, kNgramKeys);
+  MX_CHECK(method == "ngram" || method == "eagle3", "--speculative-config: method \"{}\" is not supported; supported: {}",
+           method, kMethods);
+  c.method = method == "ngram" ? SpecMethod::Ngram : SpecMethod::Eagle3;
+  for (const auto& [key, value] : j.items()) {
+    const bool common = key == "method" || key == "num_speculative_tokens" || key == "disable_by_batch_size" ||
+                        key == "adaptive";
+    const bool own = c.method == SpecMethod::Ngram ? key == "prompt_lookup_min" || key == "prompt_lookup_max"
+                                                   : key == "model" || key == "aux_layer_ids";
+    MX_CHECK(common || own, "--speculative-config: unknown key \"{}\" for method {}; supported: {}", key, method,
+             c.method == SpecMethod::Ngram ? kNgramKeys : kEagle3Keys);
+  }
   MX_CHECK(j.contains("num_speculative_tokens"), "--speculative-config: \"num_speculative_tokens\" is required");
   MX_ASSIGN(c.num_speculative_tokens, int_key(j, "num_speculative_tokens", 0, kMaxSpeculativeTokens));
-  // vLLM's defaults: both 5 when neither is given, else the one given for both.
-  const bool has_min = j.contains("prompt_lookup_min"), has_max = j.contains("prompt_lookup_max");
-  if (has_min) {
-    MX_ASSIGN(c.prompt_lookup_min, int_key(j, "prompt_lookup_min", 1, 1 << 20));
+  if (c.method == SpecMethod::Eagle3) {
+    MX_CHECK(j.contains("model") && j["model"].is_string() && !j["model"].get<std::string>().empty(),
+             "--speculative-config: method eagle3 needs \"model\": the draft's folder or Hugging Face repo id");
+    c.model = j["model"].get<std::string>();
+    if (j.contains("aux_layer_ids")) {
+      MX_CHECK(j["aux_layer_ids"].is_string() &&
+                   (j["aux_layer_ids"] == "literal" || j["aux_layer_ids"] == "plus_one"),
+               "--speculative-config: \"aux_layer_ids\" must be \"literal\" (vLLM's reading) or \"plus_one\", got {}",
+               j["aux_layer_ids"].dump());
+      c.aux_layer_ids = j["aux_layer_ids"].get<std::string>();
+    }
   }
-  if (has_max) {
-    MX_ASSIGN(c.prompt_lookup_max, int_key(j, "prompt_lookup_max", 1, 1 << 20));
+  if (c.method == SpecMethod::Ngram) {
+    // vLLM's defaults: both 5 when neither is given, else the one given for both.
+    const bool has_min = j.contains("prompt_lookup_min"), has_max = j.contains("prompt_lookup_max");
+    if (has_min) {
+      MX_ASSIGN(c.prompt_lookup_min, int_key(j, "prompt_lookup_min", 1, 1 << 20));
+    }
+    if (has_max) {
+      MX_ASSIGN(c.prompt_lookup_max, int_key(j, "prompt_lookup_max", 1, 1 << 20));
+    }
+    if (!has_min && !has_max) c.prompt_lookup_min = c.prompt_lookup_max = 5;
+    else if (!has_min) c.prompt_lookup_min = c.prompt_lookup_max;
+    else if (!has_max) c.prompt_lookup_max = c.prompt_lookup_min;
+    MX_CHECK(c.prompt_lookup_min <= c.prompt_lookup_max,
+             "--speculative-config: prompt_lookup_min ({}) must not exceed prompt_lookup_max ({})", c.prompt_lookup_min,
+             c.prompt_lookup_max);
   }
-  if (!has_min && !has_max) c.prompt_lookup_min = c.prompt_lookup_max = 5;
-  else if (!has_min) c.prompt_lookup_min = c.prompt_lookup_max;
-  else if (!has_max) c.prompt_lookup_max = c.prompt_lookup_min;
-  MX_CHECK(c.prompt_lookup_min <= c.prompt_lookup_max,
-           "--speculative-config: prompt_lookup_min ({}) must not exceed prompt_lookup_max ({})", c.prompt_lookup_min,
-           c.prompt_lookup_max);
   if (j.contains("adaptive")) {
     MX_CHECK(j["adaptive"].is_boolean(), "--speculative-config: \"adaptive\" must be true or false, got {}",
              j["adaptive"].dump());
@@ -96,7 +120,7 @@ void NgramProposer::propose(std::span<const int32_t> tokens, int k, std::vector<
 }
 
 std::unique_ptr<DraftProposer> make_proposer(const SpeculativeConfig& c) {
-  if (!c.enabled()) return nullptr;
+  if (!c.enabled() || c.method != SpecMethod::Ngram) return nullptr;
   return std::make_unique<NgramProposer>(c.prompt_lookup_min, c.prompt_lookup_max);
 }
 

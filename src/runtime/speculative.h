@@ -22,7 +22,7 @@
 
 namespace mx {
 
-enum class SpecMethod { None, Ngram };
+enum class SpecMethod { None, Ngram, Eagle3 };
 
 // Above this many running sequences no drafts are proposed (vLLM's disable_by_batch_size): large
 // batches are bound by the weights they share, and a round's extra tokens stop being free.
@@ -32,16 +32,20 @@ struct SpeculativeConfig {
   SpecMethod method = SpecMethod::None;
   int num_speculative_tokens = 0;  // k: draft tokens per round
   int prompt_lookup_min = 0, prompt_lookup_max = 0;  // ngram: suffix lengths tried (longest first)
+  std::string model;               // eagle3: the draft (a local folder or a Hugging Face repo id in the cache)
+  std::string aux_layer_ids = "literal";  // eagle3 (mxserve's key): how the draft's listed ids name target
+                                          // states, "literal" (vLLM) or "plus_one" (model/eagle3.h)
   int disable_by_batch_size = kSpecDefaultDisableBatch;
   bool adaptive = true;  // "adaptive" (mxserve's key): the draft length of each step by DraftPolicy, else k
 
   bool enabled() const { return method != SpecMethod::None && num_speculative_tokens > 0; }
-  std::string describe() const;  // "ngram, 3 tokens, prompt lookup 2..5, off above 32 sequences"
+  std::string describe() const;  // "ngram, up to 3 tokens per round, prompt lookup 2..5, off above 32 ..."
 };
 
 // Parses --speculative-config, e.g. {"method": "ngram", "num_speculative_tokens": 3,
-// "prompt_lookup_min": 2, "prompt_lookup_max": 5}. Unknown methods and keys are errors that list
-// what is supported; "" gives the disabled config.
+// "prompt_lookup_min": 2, "prompt_lookup_max": 5} or {"method": "eagle3", "model": DIR,
+// "num_speculative_tokens": 3}. Unknown methods and keys are errors that list what is supported;
+// "" gives the disabled config.
 Result<SpeculativeConfig> parse_speculative_config(std::string_view json);
 
 // Proposes up to k tokens to follow `tokens` (the prompt and every token generated so far);
@@ -63,7 +67,8 @@ class NgramProposer final : public DraftProposer {
   int n_min_, n_max_;
 };
 
-// The proposer a config asks for (null when disabled).
+// The host proposer a config asks for (null when disabled, and for eagle3: its drafts come from the
+// draft model after each step, runtime/eagle3_drafter.h).
 std::unique_ptr<DraftProposer> make_proposer(const SpeculativeConfig& c);
 
 // Drafts accepted in a round: the leading i with samples[i] == draft[i] (samples has one more row).

@@ -59,6 +59,7 @@ struct StepRunner::Arena {
   ops::Buffer dev_entries, host_entries[2], dev_saved;
   ops::Buffer dev_updates[2], host_updates[2][2];  // [table|window], [slot]
   ops::Buffer logits, tables, windows;
+  ops::Buffer aux;  // an EAGLE-3 draft's features of the step's tokens (StepRunnerArgs::aux_boundaries)
   ops::Event done[2];
   int32_t* in_words(int slot) const { return static_cast<int32_t*>(host_in[slot].data()); }
 };
@@ -130,6 +131,10 @@ Status StepRunner::allocate() {
   if (samples_) {
     MX_ASSIGN(a.logits, ops::Buffer::allocate(device_, size_t(a.R) * size_t(c.vocab_size) * 4));
   }
+  if (samples_ && !args_.aux_boundaries.empty()) {
+    const Tensor probe(nullptr, ops::act_dtype(device_), {a.T, int64_t(args_.aux_boundaries.size()) * c.hidden_size});
+    MX_ASSIGN(a.aux, ops::Buffer::allocate(device_, probe.nbytes()));
+  }
   // The sampled ids: rank 0's reach the other ranks' through this buffer (each step's broadcast).
   if (tp_) MX_TRY(tp_->bind_broadcast(a.dev_out.view(DType::I32, {a.R})));
   // One more table row than seats: the pad seat of graph batches (its blocks are all kPadBlock).
@@ -152,6 +157,12 @@ Status StepRunner::allocate() {
     MX_TRY(ops::copy(a.windows.view(DType::I32, {int64_t(zeros.size())}), Tensor(zeros.data(), DType::I32, {int64_t(zeros.size())})));
   }
   return ok_status();
+}
+
+Tensor StepRunner::aux() const {
+  const Arena& a = *arena_;
+  if (!a.aux.data()) return {};
+  return a.aux.view(ops::act_dtype(device_), {a.T, int64_t(args_.aux_boundaries.size()) * model_.config.hidden_size});
 }
 
 int StepRunner::bucket(int n) const {
@@ -243,6 +254,10 @@ StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool all_rows, int64_t
   v.fa.all_rows = all_rows;
   if (samples_) v.fa.logits = a.logits.view(DType::F32, {R, model_.config.vocab_size});
   v.fa.tp = tp_.get();
+  if (a.aux.data()) {
+    v.fa.aux_boundaries = args_.aux_boundaries;
+    v.fa.aux = aux();
+  }
   v.prev = {.tokens = v.fa.tokens, .from = in(a.in.from_prev, DType::I32, {T}), .prev = out(0, DType::I32, {a.R})};
   const int64_t U = std::max<int64_t>(a.update_cap, 1);
   if (a.update_cap > 0) {

@@ -30,6 +30,9 @@ struct StepRunnerArgs {
   int seats = 0;       // rows of the device block tables in use by sequences (max_num_seqs)
   int max_blocks = 0;  // block-table width: blocks of one max_model_len sequence
   UseGraphs graphs = UseGraphs::Yes;
+  // An EAGLE-3 draft's target boundaries (ascending): each step keeps the residual stream there for
+  // its tokens (aux()), rank 0 only. Empty: none.
+  std::vector<int> aux_boundaries;
 };
 
 // One step's inputs, built by the engine from its plan. Token i belongs to table row seats[i];
@@ -79,6 +82,9 @@ class StepRunner {
   // Waits for the oldest launched step and returns its samples.
   Result<StepOutput> collect();
   int in_flight() const { return int(launched_.size()); }
+  // (max_tokens, n·D) act: the draft features of the last launched step's tokens, row i for token i
+  // (valid once it is collected, until the next launch); empty without aux_boundaries.
+  Tensor aux() const;
   static constexpr int kMaxInFlight = 2;
 
   // The bucket a batch of n sequences is padded to (n itself when graphs are off).

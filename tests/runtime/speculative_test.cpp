@@ -10,6 +10,7 @@
 #include <map>
 
 #include "kernels/ops.h"
+#include "model/random_eagle3.h"
 #include "runtime/bench.h"
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
@@ -46,6 +47,14 @@ TEST(SpeculativeConfig, ParsesVllmKeysAndDefaults) {
   auto e = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3})");
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->prompt_lookup_min, 3);
+  auto eagle = parse_speculative_config(
+      R"({"method": "eagle3", "model": "nvidia/gpt-oss-120b-Eagle3-v3", "num_speculative_tokens": 3,
+          "aux_layer_ids": "plus_one"})");
+  ASSERT_TRUE(eagle.ok()) << eagle.status().message();
+  EXPECT_EQ(eagle->method, SpecMethod::Eagle3);
+  EXPECT_EQ(eagle->model, "nvidia/gpt-oss-120b-Eagle3-v3");
+  EXPECT_EQ(eagle->aux_layer_ids, "plus_one");
+  EXPECT_EQ(make_proposer(*eagle), nullptr);  // its drafts come from the draft model, not the host
   auto zero = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 0})");
   ASSERT_TRUE(zero.ok());
   EXPECT_FALSE(zero->enabled());
@@ -56,8 +65,13 @@ TEST(SpeculativeConfig, RejectsWhatItDoesNotSupportWithTheSupportedList) {
       {"{", "JSON object"},
       {"[1]", "JSON object"},
       {R"({"num_speculative_tokens": 3})", "\"method\""},
-      {R"({"method": "eagle3", "model": "x", "num_speculative_tokens": 3})", "supported: \"ngram\""},
-      {R"({"method": "medusa", "num_speculative_tokens": 3})", "supported: \"ngram\""},
+      {R"({"method": "eagle3", "num_speculative_tokens": 3})", "needs \"model\""},
+      {R"({"method": "eagle3", "model": "d", "num_speculative_tokens": 3, "prompt_lookup_min": 2})",
+       "unknown key \"prompt_lookup_min\" for method eagle3"},
+      {R"({"method": "eagle3", "model": "d", "num_speculative_tokens": 3, "aux_layer_ids": "minus_one"})",
+       "\"literal\" (vLLM's reading) or \"plus_one\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "model": "d"})", "unknown key \"model\" for method ngram"},
+      {R"({"method": "medusa", "num_speculative_tokens": 3})", "supported: \"ngram\", \"eagle3\""},
       {R"({"method": "ngram", "num_speculative_tokens": 3, "lookahead": 2})", "unknown key \"lookahead\""},
       {R"({"method": "ngram"})", "num_speculative_tokens"},
       {R"({"method": "ngram", "num_speculative_tokens": -1})", "[0, 15]"},
@@ -291,6 +305,46 @@ TEST(SpeculativeEngine, LosslessWithAnyDraftBatchingPrefixCachingAndPreemption) 
   }
 }
 
+// An EAGLE-3 draft with random weights for the tiny model (vocabulary 320, a draft vocabulary of 100
+// through d2t): drafts every round, nearly all rejected, and the outputs of the workload equal those
+// without speculation in the roomy pool, with prefix caching and in the pool that preempts.
+TEST(SpeculativeEngine, Eagle3LosslessWithBatchingPrefixCachingAndPreemption) {
+  const auto dir = test::temp_dir("eagle3_tiny_draft");
+  RandomEagle3Spec spec{.vocab = 320, .draft_vocab = 100, .aux_layer_ids = {0, 1, 2}, .seed = 5};
+  ASSERT_TRUE(write_random_eagle3(dir, spec).ok());
+  const Workload w = make_workload();
+  const RunResult plain = run(w, args(256));
+  for (const bool adaptive : {false, true})
+    for (const int mode : {0, 1, 2}) {
+      EngineArgs a = mode == 2 ? args(30) : args(256, mode == 1 ? PrefixCaching::On : PrefixCaching::Off);
+      a.speculative = {.method = SpecMethod::Eagle3, .num_speculative_tokens = adaptive ? 2 : 3, .model = dir.string(),
+                       .adaptive = adaptive};
+      const std::string what = std::string("eagle3") + (adaptive ? " adaptive" : "") +
+                               (mode == 0 ? "" : mode == 1 ? ", prefix caching" : ", preempting pool");
+      const RunResult r = run(w, a);
+      expect_same(plain, r, what);
+      EXPECT_GT(r.stats.spec.drafts, 0u) << what;
+      if (mode == 2) {
+        EXPECT_GT(r.stats.preemptions_total, 0u) << what << ": the pool was meant to preempt";
+      }
+    }
+}
+
+// A draft that does not fit the target is refused when the engine is made, with the reason.
+TEST(SpeculativeEngine, Eagle3DraftErrorsAtCreation) {
+  const auto dir = test::temp_dir("eagle3_wide_draft");
+  ASSERT_TRUE(write_random_eagle3(dir, {.hidden = 128, .vocab = 320}).ok());
+  EngineArgs a = args(256);
+  a.speculative = {.method = SpecMethod::Eagle3, .num_speculative_tokens = 3, .model = dir.string()};
+  auto e = Engine::create(tiny_model(), a);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("hidden_size 128 differs from the target's 64"), std::string::npos)
+      << e.status().message();
+  a.speculative.model = (dir / "missing").string();
+  auto m = Engine::create(tiny_model(), a);
+  ASSERT_FALSE(m.ok());
+}
+
 // A stop id inside a round ends the request there (the accepted drafts after it are not emitted);
 // max_tokens caps a round; min_tokens bans stop ids in the round's early rows.
 TEST(SpeculativeEngine, StopIdsMaxTokensAndMinTokensInsideRounds) {
@@ -429,6 +483,16 @@ TEST(SpeculativeEngine, CudaRoundsReplayGraphsAndKeepTheTokens) {
   EXPECT_GT(spec.stats.graph_replays_total, 0u) << "uniform rounds replay graphs";
   a.draft_proposer = nullptr;  // n-gram: rounds of different lengths, some eager
   expect_equal_until_a_tie(plain, run_on(a), "cuda, ngram k=3");
+  // EAGLE-3 (a random draft of head_dim 64, the CUDA attention's): the draft runs on the GPU after
+  // every step; its drafts are rejected, the tokens stay.
+  const auto dir = test::temp_dir("eagle3_gqa8_draft");
+  RandomEagle3Spec ds{.hidden = 160, .heads = 2, .kv_heads = 1, .head_dim = 64, .vocab = 400, .draft_vocab = 64,
+                      .aux_layer_ids = {0, 1, 2}};
+  ASSERT_TRUE(write_random_eagle3(dir, ds).ok());
+  a.speculative = {.method = SpecMethod::Eagle3, .num_speculative_tokens = 3, .model = dir.string(), .adaptive = false};
+  const RunResult eagle = run_on(a);
+  expect_equal_until_a_tie(plain, eagle, "cuda, eagle3 k=3");
+  EXPECT_GT(eagle.stats.spec.draft_tokens, 0u);
 }
 
 }  // namespace

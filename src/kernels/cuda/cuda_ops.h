@@ -18,6 +18,7 @@ void device_free(void* p);
 Status memcpy_any(void* dst, const void* src, size_t bytes);  // cudaMemcpyDefault, synchronous
 Status memcpy_async(void* dst, const void* src, size_t bytes);  // on the current stream
 Status memcpy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height);  // synchronous
+Status memcpy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height);  // on the current stream
 Result<void*> host_malloc_pinned(size_t bytes);
 void host_free_pinned(void* p);
 Result<void*> event_create();  // a cudaEvent_t without timing

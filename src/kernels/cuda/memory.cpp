@@ -43,6 +43,13 @@ Status memcpy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_
   return ok_status();
 }
 
+Status memcpy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) {
+  const cudaError_t err = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault, g_stream);
+  MX_CHECK(err == cudaSuccess, "cudaMemcpy2DAsync of {} rows x {} bytes failed: {}", height, width,
+           cudaGetErrorString(err));
+  return ok_status();
+}
+
 Status memcpy_async(void* dst, const void* src, size_t bytes) {
   const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g_stream);
   MX_CHECK(err == cudaSuccess, "cudaMemcpyAsync of {} bytes failed: {}", bytes, cudaGetErrorString(err));
