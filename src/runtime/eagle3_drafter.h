@@ -50,10 +50,10 @@ class Eagle3Drafter {
  private:
   Eagle3Drafter(const Eagle3Draft& draft, Device device, const Args& args) : draft_(draft), device_(device), args_(args) {}
   Status allocate();
-  Status upload(const Tensor& dst, const std::vector<int32_t>& v);
   Status set_table(int seat, const std::vector<int32_t>& table, int64_t last_position);
-  // Greedy draft ids (target ids) of the R logit rows.
-  Result<std::vector<int32_t>> greedy(int64_t R);
+  // Greedy draft ids of the R logit rows into row j of draft_ids_, and their target ids into
+  // step_tokens_ (the next step's tokens).
+  Status greedy(int64_t R, int j);
 
   const Eagle3Draft& draft_;
   Device device_;
@@ -62,7 +62,12 @@ class Eagle3Drafter {
   std::unique_ptr<Eagle3Workspace> ws_;
   std::vector<ops::Buffer> storage_;
   ops::KvLayer cache_;
-  Tensor tables_, tokens_, positions_, seats_, rows_, feature_rows_, params_, seeds_, draw_, ids_, logits_;
+  // A call's inputs, staged in one pinned buffer and copied in one go (Staged: offsets in words):
+  // pass 1's tokens, positions, seats, feature rows (T each) and logit rows (R); the later steps'
+  // positions and seats (R each) and their logit rows 0..R-1.
+  ops::Buffer stage_;
+  Tensor staged_;  // the device copy, (4T + 4R) i32
+  Tensor tables_, params_, seeds_, draw_, ids_, logits_, d2t_dev_, step_tokens_, draft_ids_;
   Tensor features_, hidden_[2];
   std::vector<int32_t> host_tables_;
   std::vector<int32_t> d2t_;  // draft id -> target id (host copy)
