@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "model/forward.h"
 #include "model/json_keys.h"
 #include "model/model_path.h"
 #include "model/rope.h"
@@ -127,7 +128,7 @@ Result<Eagle3Config> Eagle3Config::from_json(const json& j) {
 }
 
 std::vector<int> Eagle3Config::boundaries(int L, AuxLayerIds ids) const {
-  if (!use_aux_hidden_state) return {};
+  if (!use_aux_hidden_state) return {kAuxFinalHidden};
   std::vector<int> b;
   if (aux_layer_ids.empty()) {
     b = {2, L / 2, L - 3};  // every tool's default names these states

@@ -55,7 +55,8 @@ struct Eagle3Config {
   static Result<Eagle3Config> from_json(const nlohmann::json& j);
   // Checks the draft against the target it drafts for (widths, vocabulary, aux ids in range).
   Status validate(const ModelConfig& target, AuxLayerIds ids) const;
-  // The target boundaries whose states feed the draft, ascending and distinct (empty without aux).
+  // The target boundaries whose states feed the draft, ascending and distinct; without aux states
+  // {kAuxFinalHidden} (model/forward.h: the final post-norm hidden state).
   std::vector<int> boundaries(int target_layers, AuxLayerIds ids) const;
   std::string summary(int target_layers, AuxLayerIds ids) const;  // one line, for the start-up log
 };

@@ -132,6 +132,11 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
     if (tp) MX_TRY(ops::all_reduce_add(*tp, ops::PartialSlot::Experts, x));
     MX_TRY(capture(l + 1));
   }
+  if (next_aux < a.aux_boundaries.size() && a.aux_boundaries[next_aux] == kAuxFinalHidden) {
+    MX_CHECK(a.aux_boundaries.size() == 1, "forward: the final hidden state is the only aux state of a draft");
+    MX_TRY(ops::rmsnorm({.x = x, .weight = w.final_norm, .eps = float(c.rms_norm_eps), .out = a.aux.rows(0, T)}));
+    ++next_aux;
+  }
   MX_CHECK(next_aux == a.aux_boundaries.size(), "forward: aux boundaries must ascend within 0..{}",
            c.num_hidden_layers);
   if (R == 0) return ok_status();

@@ -31,6 +31,9 @@ class Workspace {
   int max_tokens_ = 0, max_rows_ = 0;
 };
 
+// An aux boundary past every layer: the final RMSNorm's output (drafts without aux hidden states).
+inline constexpr int kAuxFinalHidden = 1 << 30;
+
 struct ForwardArgs {
   Tensor tokens;                        // (T) i32
   ops::TokenBatch batch;                // positions, sequences, block tables
@@ -43,8 +46,8 @@ struct ForwardArgs {
   ops::Collective* tp = nullptr;        // this rank's end of the group when the model is split (rank 0's
                                         // logits are the whole vocabulary; other ranks' are unused)
   // An EAGLE-3 draft's features (model/eagle3.h): the residual stream at each of these boundaries
-  // (ascending; j = after j layers, 0 the embedding, L before the final norm) into aux's columns
-  // [i·D, (i+1)·D), (T, n·D) act. Empty: none.
+  // (ascending; j = after j layers, 0 the embedding, L before the final norm; kAuxFinalHidden, alone:
+  // the final post-norm hidden state) into aux's columns [i·D, (i+1)·D), (T, n·D) act. Empty: none.
   std::span<const int> aux_boundaries;
   Tensor aux;
 };

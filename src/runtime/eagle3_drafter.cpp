@@ -22,8 +22,6 @@ Result<std::unique_ptr<Eagle3Drafter>> Eagle3Drafter::create(const Eagle3Draft& 
                args.block_size > 0 && args.k > 0,
            "eagle3 drafter: bad sizes (seats {}, tokens {}, blocks {} x {}, k {})", args.seats, args.max_tokens,
            args.num_blocks, args.block_size, args.k);
-  MX_CHECK(draft.config.use_aux_hidden_state,
-           "eagle3 drafter: drafts without aux hidden states (use_aux_hidden_state: false) do not run in rounds yet");
   std::unique_ptr<Eagle3Drafter> d(new Eagle3Drafter(draft, device, args));
   MX_TRY(d->allocate());
   return d;
@@ -52,7 +50,7 @@ Status Eagle3Drafter::allocate() {
   MX_TRY(make(draft_ids_, DType::I32, {int64_t(args_.k), R}));
   MX_TRY(make(params_, DType::F32, {R, 4}));
   MX_TRY(make(logits_, DType::F32, {R, c.draft_vocab_size}));
-  MX_TRY(make(features_, act, {T, c.fc_in()}));
+  MX_TRY(make(features_, act, {T, c.use_aux_hidden_state ? c.fc_in() : D}));  // fc's input, or the hidden itself
   MX_TRY(make(hidden_[0], act, {T, D}));
   MX_TRY(make(hidden_[1], act, {R, D}));
   MX_ASSIGN(Eagle3Workspace ws, Eagle3Workspace::create(c, device_, int(T), int(R)));
@@ -150,8 +148,10 @@ Status Eagle3Drafter::run(const Tensor& aux, std::span<const Pass> passes) {
   const Tensor feat_rows = part(3 * cap, T), logit_rows = part(o2, R);
   MX_TRY(ops::gather_rows({.x = aux, .rows = feat_rows, .out = features_.rows(0, T)}));
   const ops::TokenBatch batch{.positions = part(cap, T), .seq_index = part(2 * cap, T), .block_tables = tables_};
-  MX_TRY(eagle3_step(draft_, *ws_, {.tokens = part(0, T), .features = features_.rows(0, T), .batch = batch,
-                                    .cache = cache_, .logit_rows = logit_rows, .logits = logits_.rows(0, R),
+  const bool uses_fc = draft_.config.use_aux_hidden_state;
+  MX_TRY(eagle3_step(draft_, *ws_, {.tokens = part(0, T), .features = uses_fc ? features_.rows(0, T) : Tensor(),
+                                    .hidden = uses_fc ? Tensor() : features_.rows(0, T), .batch = batch, .cache = cache_,
+                                    .logit_rows = logit_rows, .logits = logits_.rows(0, R),
                                     .hidden_out = hidden_[0].rows(0, T)}));
   if (R == 0) return ok_status();
   MX_TRY(greedy(R, 0));

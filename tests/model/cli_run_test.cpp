@@ -125,7 +125,12 @@ TEST(CliRun, SpeculativeConfigErrorsAndSameTokens) {
   const std::string run = bin + "run " + model + " --backend cpu --prompt-ids 1,2 -n 1 ";
   const std::pair<std::string, std::string> cases[] = {
       {run + "--speculative-config '{\"method\": \"eagle3\", \"num_speculative_tokens\": 3}'",
-       "method \"eagle3\" is not supported; supported: \"ngram\""},
+       "method eagle3 needs \"model\""},
+      {run + "--speculative-config '{\"method\": \"eagle3\", \"model\": \"/nonexistent/draft\", "
+             "\"num_speculative_tokens\": 3}'",
+       "/nonexistent/draft"},
+      {run + "--speculative-config '{\"method\": \"medusa\", \"num_speculative_tokens\": 3}'",
+       "supported: \"ngram\", \"eagle3\""},
       {run + "--speculative-config '{\"method\": \"ngram\", \"k\": 3}'", "unknown key \"k\""},
       {run + "--speculative-config 'ngram'", "expected a JSON object"},
       {bin + "bench " + model + " --backend cpu --spec-acceptance-rate 0.5",
@@ -149,15 +154,24 @@ TEST(CliRun, SpeculativeConfigErrorsAndSameTokens) {
   const auto [code2, spec] = test::run_command(gen + "--speculative-config '{\"method\": \"ngram\", "
                                                      "\"num_speculative_tokens\": 3, \"prompt_lookup_max\": 3}'");
   ASSERT_EQ(code2, 0) << spec;
-  auto ids = [](const std::string& out) {  // the printed ids: the text after the load line, up to the next log line
+  auto ids = [](const std::string& out) {  // the printed ids: after the load line and the log lines that follow it
     const size_t loaded = out.find("loaded ");
-    const size_t start = out.find('\n', loaded) + 1;
+    if (loaded == std::string::npos) return std::string();
+    size_t start = out.find('\n', loaded) + 1;
+    while (out.compare(start, 4, "INFO") == 0) start = out.find('\n', start) + 1;
     const size_t end = out.find("INFO", start);
-    return loaded == std::string::npos || end == std::string::npos ? std::string() : out.substr(start, end - start);
+    return end == std::string::npos ? std::string() : out.substr(start, end - start);
   };
   EXPECT_FALSE(ids(plain).empty()) << plain;
   EXPECT_EQ(ids(spec), ids(plain)) << spec;
   EXPECT_NE(spec.find("speculative decoding (ngram, up to 3 tokens per round"), std::string::npos) << spec;
+  // An EAGLE-3 draft (synthetic, the SpecForge shape at the tiny model's width): the same tokens.
+  const auto [code3, eagle] = test::run_command(gen + "--speculative-config '{\"method\": \"eagle3\", "
+                                                      "\"model\": \"synthetic:eagle3\", \"num_speculative_tokens\": 2}'");
+  ASSERT_EQ(code3, 0) << eagle;
+  EXPECT_EQ(ids(eagle), ids(plain)) << eagle;
+  EXPECT_NE(eagle.find("EAGLE-3 draft (LlamaForCausalLMEagle3)"), std::string::npos) << eagle;
+  EXPECT_NE(eagle.find("speculative decoding (eagle3 draft synthetic:eagle3"), std::string::npos) << eagle;
 }
 
 // --tensor-parallel-size on the CPU backend (the stand-in of several GPUs): the same tokens as one

@@ -308,19 +308,27 @@ TEST(SpeculativeEngine, LosslessWithAnyDraftBatchingPrefixCachingAndPreemption) 
 // An EAGLE-3 draft with random weights for the tiny model (vocabulary 320, a draft vocabulary of 100
 // through d2t): drafts every round, nearly all rejected, and the outputs of the workload equal those
 // without speculation in the roomy pool, with prefix caching and in the pool that preempts.
+// A second draft takes the target's final hidden state instead of aux states (use_aux_hidden_state:
+// false, NVIDIA's -v2 drafts) and hands on its normed output (norm_output).
 TEST(SpeculativeEngine, Eagle3LosslessWithBatchingPrefixCachingAndPreemption) {
   const auto dir = test::temp_dir("eagle3_tiny_draft");
-  RandomEagle3Spec spec{.vocab = 320, .draft_vocab = 100, .aux_layer_ids = {0, 1, 2}, .seed = 5};
-  ASSERT_TRUE(write_random_eagle3(dir, spec).ok());
+  ASSERT_TRUE(write_random_eagle3(dir, {.vocab = 320, .draft_vocab = 100, .aux_layer_ids = {0, 1, 2}, .seed = 5}).ok());
+  const auto dir2 = test::temp_dir("eagle3_tiny_draft_final");
+  ASSERT_TRUE(write_random_eagle3(dir2, {.vocab = 320, .draft_vocab = 320, .use_aux_hidden_state = false,
+                                         .norm_output = true, .seed = 6})
+                  .ok());
   const Workload w = make_workload();
   const RunResult plain = run(w, args(256));
   for (const bool adaptive : {false, true})
-    for (const int mode : {0, 1, 2}) {
+    for (const int mode : {0, 1, 2, 3}) {  // 3: the final-hidden draft in the roomy pool
       EngineArgs a = mode == 2 ? args(30) : args(256, mode == 1 ? PrefixCaching::On : PrefixCaching::Off);
-      a.speculative = {.method = SpecMethod::Eagle3, .num_speculative_tokens = adaptive ? 2 : 3, .model = dir.string(),
-                       .adaptive = adaptive};
+      a.speculative = {.method = SpecMethod::Eagle3, .num_speculative_tokens = adaptive ? 2 : 3,
+                       .model = (mode == 3 ? dir2 : dir).string(), .adaptive = adaptive};
       const std::string what = std::string("eagle3") + (adaptive ? " adaptive" : "") +
-                               (mode == 0 ? "" : mode == 1 ? ", prefix caching" : ", preempting pool");
+                               (mode == 0   ? ""
+                                : mode == 1 ? ", prefix caching"
+                                : mode == 2 ? ", preempting pool"
+                                            : ", final-hidden draft");
       const RunResult r = run(w, a);
       expect_same(plain, r, what);
       EXPECT_GT(r.stats.spec.drafts, 0u) << what;
@@ -493,6 +501,13 @@ TEST(SpeculativeEngine, CudaRoundsReplayGraphsAndKeepTheTokens) {
   const RunResult eagle = run_on(a);
   expect_equal_until_a_tie(plain, eagle, "cuda, eagle3 k=3");
   EXPECT_GT(eagle.stats.spec.draft_tokens, 0u);
+  // A draft fed the target's final post-norm hidden state (use_aux_hidden_state: false).
+  const auto dir2 = test::temp_dir("eagle3_gqa8_final");
+  ds.use_aux_hidden_state = false;
+  ds.draft_vocab = 400;
+  ASSERT_TRUE(write_random_eagle3(dir2, ds).ok());
+  a.speculative.model = dir2.string();
+  expect_equal_until_a_tie(plain, run_on(a), "cuda, eagle3 final-hidden k=3");
 }
 
 }  // namespace
