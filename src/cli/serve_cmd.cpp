@@ -53,20 +53,21 @@ namespace fs = std::filesystem;
 // KV blocks that fit the memory budget: on CUDA a fraction of the device memory not taken by the
 // weights (minus headroom for activations and the sliding layers' window pool); on the CPU a
 // fraction of 4 GiB.
-Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv) {
+Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv, uint64_t draft_bytes) {
   if (f.num_gpu_blocks_override > 0) return f.num_gpu_blocks_override;
-  double budget = 0;
+  double budget = -double(draft_bytes);  // an EAGLE-3 draft's weights, loaded with the engine
   if (m.weights.device == Device::CUDA) {
     // Every rank's cache has the same blocks: the GPU with the least room decides.
-    budget = std::numeric_limits<double>::max();
+    double room = std::numeric_limits<double>::max();
     for (int r = 0; r < m.tp_size(); ++r) {
       MX_ASSIGN(ops::MemoryInfo mi, ops::on_gpu(Device::CUDA, r, [] { return ops::memory_info(Device::CUDA); }));
       const double used = double(mi.total_bytes - mi.free_bytes);
       const double headroom = 1.5 * double(1u << 30);
-      budget = std::min(budget, f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom);
+      room = std::min(room, f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom);
     }
+    budget += room;
   } else {
-    budget = f.gpu_memory_utilization * double(4ull << 30);
+    budget += f.gpu_memory_utilization * double(4ull << 30);
   }
   budget -= double(kv.window_pool_bytes);
   return int(std::min<double>(std::max(0.0, budget) / double(kv.bytes_per_block), double(1u << 30)));
@@ -215,7 +216,11 @@ Status serve(ServeFlags f) {
                 .kv_scales = kv.scales,
                 .speculative = spec};
   const KvLayout layout = kv_layout(model->rank_config(), ea, device);
-  MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout));
+  uint64_t draft_bytes = 0;
+  if (spec.enabled() && spec.method == SpecMethod::Eagle3) {
+    MX_ASSIGN(draft_bytes, eagle3_weight_bytes(spec.model, c));
+  }
+  MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout, draft_bytes));
   const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
   ea.max_model_len = f.max_model_len > 0 ? f.max_model_len : c.max_position_embeddings;
   if (f.max_model_len <= 0 && kv_tokens < ea.max_model_len) {

@@ -401,6 +401,17 @@ Result<Eagle3Draft> load_eagle3(const std::filesystem::path& dir, const ModelCon
   return d;
 }
 
+Result<uint64_t> eagle3_weight_bytes(const std::string& arg, const ModelConfig& target) {
+  if (arg.starts_with("synthetic:")) {  // make_synthetic_eagle3's shapes
+    const uint64_t D = uint64_t(target.hidden_size), I = 17280, Vd = uint64_t(std::min(32000, target.vocab_size));
+    const uint64_t q = 64 * 64, kv = 8 * 64;
+    return 2 * (D * 3 * D + 2 * (q + 2 * kv) * D + D * q + 3 * I * D + Vd * D + 4 * D);
+  }
+  MX_ASSIGN(std::filesystem::path dir, resolve_model_path(arg));
+  MX_ASSIGN(Checkpoint ckpt, Checkpoint::open(dir));
+  return ckpt.total_bytes();
+}
+
 Result<Eagle3Draft> open_eagle3(const std::string& arg, const ModelConfig& target, const ModelWeights& tw,
                                 AuxLayerIds ids) {
   if (arg.starts_with("synthetic:")) return make_synthetic_eagle3(arg, target, tw, ids);

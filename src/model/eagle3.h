@@ -114,6 +114,9 @@ Result<Eagle3Draft> open_eagle3(const std::string& arg, const ModelConfig& targe
 // real draft's step, for bench; it borrows the target's embedding.
 Result<Eagle3Draft> make_synthetic_eagle3(const std::string& name, const ModelConfig& target,
                                           const ModelWeights& target_weights, AuxLayerIds ids, uint64_t seed = 7);
+// The bytes open_eagle3 will place on the device for `arg` (its own tensors; a borrowed embedding
+// is the target's): for sizing the KV cache before the draft is loaded.
+Result<uint64_t> eagle3_weight_bytes(const std::string& arg, const ModelConfig& target);
 // The draft-to-target ids, the -inf sinks and the RoPE table, placed on the draft's device (the
 // last part of loading a draft, shared by both makers).
 Status place_eagle3_tables(Eagle3Draft& d, std::vector<int32_t> draft_to_target);

@@ -57,6 +57,9 @@ KvLayout kv_layout(const ModelConfig& c, const EngineArgs& a, Device device) {
     k.window_pool_blocks = window_pool_blocks(c, a);
     k.window_pool_bytes = size_t(sliding) * per_layer_block * size_t(k.window_pool_blocks + 1);
   }
+  // An EAGLE-3 draft's layer uses the same blocks (runtime/eagle3_drafter.h); the published gpt-oss
+  // drafts have the target's kv width.
+  if (a.speculative.enabled() && a.speculative.method == SpecMethod::Eagle3) paged_layers += 1;
   k.bytes_per_block = size_t(paged_layers) * per_layer_block;
   return k;
 }
