@@ -9,6 +9,8 @@
 
 #include <cmath>
 
+#include "kernels/owned_tensor.h"
+
 namespace mx {
 
 Result<Eagle3Workspace> Eagle3Workspace::create(const Eagle3Config& c, Device device, int max_tokens, int max_rows) {
@@ -18,10 +20,7 @@ Result<Eagle3Workspace> Eagle3Workspace::create(const Eagle3Config& c, Device de
   const DType act = ops::act_dtype(device);
   const int64_t T = max_tokens, D = c.hidden_size;
   auto make = [&](Tensor& t, std::initializer_list<int64_t> shape) -> Status {
-    Tensor probe(nullptr, act, shape, device);
-    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
-    t = b.view(act, shape);
-    ws.storage_.push_back(std::move(b));
+    MX_ASSIGN(t, ops::allocate_tensor(ws.storage_, device, act, shape));
     return ok_status();
   };
   MX_TRY(make(ws.h, {T, D}));

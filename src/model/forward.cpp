@@ -10,6 +10,8 @@
 
 #include <cmath>
 
+#include "kernels/owned_tensor.h"
+
 namespace mx {
 namespace {
 
@@ -25,10 +27,7 @@ Result<Workspace> Workspace::create(const ModelConfig& c, Device device, int max
   const DType act = ops::act_dtype(device);
   const int64_t T = max_tokens;
   auto make = [&](Tensor& t, DType dt, std::initializer_list<int64_t> shape) -> Status {
-    Tensor probe(nullptr, dt, shape, device);
-    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
-    t = b.view(dt, shape);
-    ws.storage_.push_back(std::move(b));
+    MX_ASSIGN(t, ops::allocate_tensor(ws.storage_, device, dt, shape));
     return ok_status();
   };
   MX_TRY(make(ws.x, act, {T, c.hidden_size}));

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/log.h"
+#include "kernels/owned_tensor.h"
 #include "model/eagle3.h"
 
 namespace mx {
@@ -38,11 +39,8 @@ Result<Eagle3Draft> make_synthetic_eagle3(const std::string& name, const ModelCo
   Eagle3Weights& w = d.weights;
   w.device = tw.device;
   auto make = [&](std::initializer_list<int64_t> shape, float scale, float offset) -> Result<Tensor> {
-    const Tensor probe(nullptr, DType::BF16, shape, w.device);
-    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(w.device, probe.nbytes()));
-    Tensor t = b.view(DType::BF16, shape);
+    MX_ASSIGN(Tensor t, ops::allocate_tensor(w.storage, w.device, DType::BF16, shape));
     MX_TRY(ops::fill_random({.out = t, .seed = seed++, .scale = scale, .offset = offset}));
-    w.storage.push_back(std::move(b));
     w.bytes += t.nbytes();
     return t;
   };

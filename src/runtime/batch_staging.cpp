@@ -1,6 +1,8 @@
 // Host -> device staging of a forward call's arrays.
 #include "runtime/batch_staging.h"
 
+#include "kernels/owned_tensor.h"
+
 namespace mx {
 
 Result<BatchStaging> BatchStaging::create(Device device, int max_tokens, int max_seqs, int max_blocks, int max_rows,
@@ -18,10 +20,7 @@ Result<BatchStaging> BatchStaging::create(Device device, int max_tokens, int max
 }
 
 Status BatchStaging::make(Tensor& t, DType dt, std::initializer_list<int64_t> shape) {
-  Tensor probe(nullptr, dt, shape, device_);
-  MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device_, probe.nbytes()));
-  t = b.view(dt, shape);
-  storage_.push_back(std::move(b));
+  MX_ASSIGN(t, ops::allocate_tensor(storage_, device_, dt, shape));
   return ok_status();
 }
 

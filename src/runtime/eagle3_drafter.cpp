@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "kernels/owned_tensor.h"
+
 namespace mx {
 namespace {
 
@@ -35,10 +37,7 @@ Status Eagle3Drafter::allocate() {
   const int64_t blocks = int64_t(args_.num_blocks) + int64_t(args_.seats) * per_seat_;
   const DType act = ops::act_dtype(device_);
   auto make = [&](Tensor& t, DType dt, std::initializer_list<int64_t> shape) -> Status {
-    const Tensor probe(nullptr, dt, shape, device_);
-    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device_, probe.nbytes()));
-    t = b.view(dt, shape);
-    storage_.push_back(std::move(b));
+    MX_ASSIGN(t, ops::allocate_tensor(storage_, device_, dt, shape));
     return ok_status();
   };
   MX_TRY(make(cache_.k, act, {blocks, args_.block_size, c.num_key_value_heads, c.head_dim}));

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <utility>
 
+#include "kernels/owned_tensor.h"
+
 namespace mx {
 namespace {
 
@@ -14,10 +16,7 @@ Result<ops::KvLayer> make_layer(const ModelConfig& c, Device device, DType dtype
   const std::initializer_list<int64_t> shape = {blocks, block_size, c.num_key_value_heads, c.head_dim};
   ops::KvLayer layer;
   for (Tensor* t : {&layer.k, &layer.v}) {
-    Tensor probe(nullptr, dtype, shape, device);
-    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
-    *t = b.view(dtype, shape);
-    storage.push_back(std::move(b));
+    MX_ASSIGN(*t, ops::allocate_tensor(storage, device, dtype, shape));
   }
   return layer;
 }
