@@ -12,10 +12,13 @@
 #include "kernels/ops.h"
 #include "model/eagle3.h"
 #include "model/eagle3_forward.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "model/random_eagle3.h"
 #include "model/random_model.h"
 #include "model/safetensors.h"
+#include "runtime/eagle3_drafter.h"
+#include "runtime/kv_cache.h"
 #include "test_util.h"
 
 namespace mx {
@@ -490,6 +493,68 @@ TEST(Eagle3Forward, OpsMatchThePlainReference) {
     }
     ++v;
   }
+}
+
+// The drafting loop (runtime/eagle3_drafter.h) against the spec's pairing, on the CPU: the target's
+// forward over a prompt keeps the draft's features; the drafter's pass 1 (token of p + 1 at row p)
+// and steps 2..3 must give the drafts that the plain reference gives when fed the same features
+// and tokens, mapped to target ids through d2t.
+TEST(Eagle3Drafter, DraftsFollowTheSpecsPairing) {
+  const Model& t = target(Device::CPU);
+  const auto dir = test::temp_dir("eagle3_drafter");
+  ASSERT_TRUE(write_random_eagle3(dir, {.draft_vocab = 40, .aux_layer_ids = {0, 2, 3}, .seed = 31}).ok());
+  auto d = load_eagle3(dir, t.config, t.weights);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  const int P = 7, B = 4, W = 8, k = 3;
+  const std::vector<int32_t> prompt = {11, 200, 37, 5, 290, 64, 123};
+  const int32_t sampled = 77;  // the target's sample after the prompt
+  // The target's forward over the prompt, keeping the residual stream at boundaries 0, 2 and 3.
+  auto kv = KvCache::create(t.config, Device::CPU, W + 1, B);
+  ASSERT_TRUE(kv.ok());
+  auto ws = Workspace::create(t.config, Device::CPU, P, 1);
+  ASSERT_TRUE(ws.ok());
+  std::vector<int32_t> positions(P), seq(P, 0), table(W), rows = {P - 1};
+  for (int i = 0; i < P; ++i) positions[size_t(i)] = i;
+  for (int i = 0; i < W; ++i) table[size_t(i)] = i + 1;
+  std::vector<float> aux(size_t(P) * 3 * 64), logits(301);
+  ForwardArgs fa{.tokens = Tensor(const_cast<int32_t*>(prompt.data()), DType::I32, {P}),
+                 .batch = {.positions = Tensor(positions.data(), DType::I32, {P}),
+                           .seq_index = Tensor(seq.data(), DType::I32, {P}),
+                           .block_tables = Tensor(table.data(), DType::I32, {1, W})},
+                 .cache = kv->layers(),
+                 .logit_rows = Tensor(rows.data(), DType::I32, {1}),
+                 .logits = Tensor(logits.data(), DType::F32, {1, 301}),
+                 .aux_boundaries = d->boundaries,
+                 .aux = Tensor(aux.data(), DType::F32, {P, 3 * 64})};
+  ASSERT_TRUE(forward(t, *ws, fa).ok());
+  // The drafter: pass 1 over positions 0..P-1 with tokens prompt[1..] + the sample, then 2 steps.
+  auto drafter = Eagle3Drafter::create(*d, Device::CPU, {.seats = 2, .max_tokens = P, .max_blocks = W,
+                                                         .num_blocks = W + 1, .block_size = B, .k = k});
+  ASSERT_TRUE(drafter.ok()) << drafter.status().message();
+  Eagle3Drafter::Pass pass{.seat = 1, .table = &table, .first_row = 0, .start = 0, .drafts = k};
+  for (int i = 1; i < P; ++i) pass.tokens.push_back(prompt[size_t(i)]);
+  pass.tokens.push_back(sampled);
+  ASSERT_TRUE((*drafter)->run(Tensor(aux.data(), DType::F32, {P, 3 * 64}), std::span(&pass, 1)).ok());
+  const std::span<const int32_t> got = (*drafter)->drafts(1);
+  // The reference, row by row.
+  Reference ref(dir, d->config, t);
+  Reference::Out o;
+  for (int p = 0; p < P; ++p)
+    o = ref.step(pass.tokens[size_t(p)], p, {}, std::vector<float>(aux.begin() + p * 192, aux.begin() + (p + 1) * 192));
+  std::vector<int32_t> want;
+  const std::vector<int32_t>& d2t = d->weights.draft_to_target_host;
+  for (int j = 0; j < k; ++j) {
+    if (j > 0) o = ref.step(want.back(), P - 1 + j, o.hidden, {});
+    const auto best = std::max_element(o.logits.begin(), o.logits.end()) - o.logits.begin();
+    want.push_back(d2t[size_t(best)]);
+  }
+  EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), want);
+  // A second call for the same seat after the round (a new token at position P): only pass 1
+  // writes KV, one draft asked; the table entries are already in place.
+  Eagle3Drafter::Pass next{.seat = 1, .table = &table, .first_row = P - 1, .start = P - 1, .tokens = {sampled}, .drafts = 1};
+  ASSERT_TRUE((*drafter)->run(Tensor(aux.data(), DType::F32, {P, 3 * 64}), std::span(&next, 1)).ok());
+  EXPECT_EQ((*drafter)->drafts(1).size(), 1u);
+  EXPECT_TRUE((*drafter)->drafts(0).empty());
 }
 
 TEST(CudaEagle3, DraftStepMatchesTheCpu) {
