@@ -41,7 +41,8 @@ Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepAr
   const int64_t T = a.tokens.dim(0), R = a.logit_rows.dim(0), D = c.hidden_size;
   MX_CHECK(T > 0 && T <= ws.max_tokens(), "eagle3_step: {} tokens, workspace holds {}", T, ws.max_tokens());
   MX_CHECK(R <= ws.max_rows(), "eagle3_step: {} logit rows, workspace holds {}", R, ws.max_rows());
-  MX_CHECK(a.hidden_out.ndim == 2 && a.hidden_out.dim(0) == T && a.hidden_out.dim(1) == D,
+  MX_CHECK(!a.kv_only || R == 0, "eagle3_step: a KV-only step has no logit rows ({} asked)", R);
+  MX_CHECK(a.kv_only || (a.hidden_out.ndim == 2 && a.hidden_out.dim(0) == T && a.hidden_out.dim(1) == D),
            "eagle3_step: hidden_out {} for {} tokens of width {}", a.hidden_out.shape_str(), T, D);
   MX_CHECK(R == 0 || (a.logits.ndim == 2 && a.logits.dim(0) == R && a.logits.dim(1) == c.draft_vocab_size),
            "eagle3_step: logits {} for {} rows of the draft vocabulary {}", a.logits.shape_str(), R,
@@ -73,6 +74,7 @@ Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepAr
                               .rope = {.inv_freq = w.inv_freq, .concentration = w.rope_concentration},
                               .batch = a.batch,
                               .cache = a.cache}));
+  if (a.kv_only) return ok_status();
   MX_TRY(ops::attention({.qkv = qkv,
                          .sinks = w.sinks,
                          .n_heads = c.num_attention_heads,

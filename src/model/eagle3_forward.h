@@ -42,6 +42,9 @@ struct Eagle3StepArgs {
   Tensor logit_rows;   // (R) i32: rows of the T tokens that need logits
   Tensor logits;       // (R, Vd) f32 out
   Tensor hidden_out;   // (T, D) act out: h2 (pre-norm), or RMS(h2; norm) with norm_output; may alias hidden
+  // Only the draft's KV at these positions (pass 1 of a step that drafts nothing): the step stops after
+  // the KV write; no logits (logit_rows empty), hidden_out untouched (may be empty).
+  bool kv_only = false;
 };
 
 Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepArgs& a);

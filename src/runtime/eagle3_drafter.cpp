@@ -98,7 +98,8 @@ Status Eagle3Drafter::greedy(int64_t R, int j) {
 Status Eagle3Drafter::run(const Tensor& aux, std::span<const Pass> passes) {
   for (auto& d : drafts_) d.clear();
   const int64_t W = args_.max_blocks, B = args_.block_size;
-  // Pass 1: every kept position of every sequence; a logit row at the last one of those that draft.
+  // Pass 1: every kept position of every sequence; a logit row at the last one of those that draft
+  // (none drafting: only the draft's KV is written).
   std::vector<int32_t> tokens, positions, seats, feature_rows, rows;
   std::vector<size_t> drafting;  // passes with drafts, in logit-row order
   int steps = 0;                 // draft tokens per drafting sequence this call (the most asked)
@@ -151,7 +152,7 @@ Status Eagle3Drafter::run(const Tensor& aux, std::span<const Pass> passes) {
   MX_TRY(eagle3_step(draft_, *ws_, {.tokens = part(0, T), .features = uses_fc ? features_.rows(0, T) : Tensor(),
                                     .hidden = uses_fc ? Tensor() : features_.rows(0, T), .batch = batch, .cache = cache_,
                                     .logit_rows = logit_rows, .logits = logits_.rows(0, R),
-                                    .hidden_out = hidden_[0].rows(0, T)}));
+                                    .hidden_out = hidden_[0].rows(0, T), .kv_only = R == 0}));
   if (R == 0) return ok_status();
   MX_TRY(greedy(R, 0));
   // Steps 2..: one row per drafting sequence, all on the device: the draft before (its target id),

@@ -495,6 +495,48 @@ TEST(Eagle3Forward, OpsMatchThePlainReference) {
   }
 }
 
+// A KV-only step (pass 1 of a step that drafts nothing) writes the KV of a full step, bit for bit,
+// and nothing else.
+TEST(Eagle3Forward, KvOnlyStepWritesTheSameCache) {
+  const Model& t = target(Device::CPU);
+  const auto dir = test::temp_dir("eagle3_kv_only");
+  ASSERT_TRUE(write_random_eagle3(dir, {.draft_vocab = 40, .norm_before_fc = true}).ok());
+  auto d = load_eagle3(dir, t.config, t.weights);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  const Eagle3Config& c = d->config;
+  const int64_t T = 5, blocks = 4, B = 4, kvw = int64_t(c.num_key_value_heads) * c.head_dim;
+  auto ws = Eagle3Workspace::create(c, Device::CPU, int(T), 1);
+  ASSERT_TRUE(ws.ok());
+  std::vector<int32_t> tokens = {3, 40, 7, 299, 12}, positions = {0, 1, 2, 3, 4}, seq(5, 0), table = {0, 1, 2, 3},
+                       row = {4};
+  std::vector<float> features = test::random_floats(size_t(T * c.fc_in()), 61, -2.0f, 2.0f);
+  std::vector<float> kv[2][2];  // [full | kv only][k | v]
+  std::vector<float> logits(size_t(c.draft_vocab_size)), hidden(size_t(T * c.hidden_size), 7.0f);
+  for (int run = 0; run < 2; ++run) {
+    for (auto& x : kv[run]) x.assign(size_t(blocks * B * kvw), 0.0f);
+    Eagle3StepArgs a{.tokens = Tensor(tokens.data(), DType::I32, {T}),
+                     .features = Tensor(features.data(), DType::F32, {T, c.fc_in()}),
+                     .batch = {.positions = Tensor(positions.data(), DType::I32, {T}),
+                               .seq_index = Tensor(seq.data(), DType::I32, {T}),
+                               .block_tables = Tensor(table.data(), DType::I32, {1, blocks})},
+                     .cache = {.k = Tensor(kv[run][0].data(), DType::F32, {blocks, B, c.num_key_value_heads, c.head_dim}),
+                               .v = Tensor(kv[run][1].data(), DType::F32, {blocks, B, c.num_key_value_heads, c.head_dim})},
+                     .kv_only = run == 1};
+    if (run == 0) {
+      a.logit_rows = Tensor(row.data(), DType::I32, {1});
+      a.logits = Tensor(logits.data(), DType::F32, {1, c.draft_vocab_size});
+      a.hidden_out = Tensor(hidden.data(), DType::F32, {T, c.hidden_size});
+    } else {
+      a.logit_rows = Tensor(row.data(), DType::I32, {0});
+    }
+    const Status st = eagle3_step(*d, *ws, a);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  EXPECT_EQ(kv[1][0], kv[0][0]);
+  EXPECT_EQ(kv[1][1], kv[0][1]);
+  EXPECT_NE(kv[1][0], std::vector<float>(kv[1][0].size(), 0.0f)) << "the KV was written";
+}
+
 // The drafting loop (runtime/eagle3_drafter.h) against the spec's pairing, on the CPU: the target's
 // forward over a prompt keeps the draft's features; the drafter's pass 1 (token of p + 1 at row p)
 // and steps 2..3 must give the drafts that the plain reference gives when fed the same features
