@@ -19,4 +19,15 @@ inline Result<Tensor> allocate_tensor(std::vector<Buffer>& storage, Device devic
   return t;
 }
 
+// A copy of `host` (any tensor the copy op can read) on `device`; its Buffer is appended to `storage`.
+inline Result<Tensor> upload_tensor(std::vector<Buffer>& storage, Device device, const Tensor& host) {
+  MX_ASSIGN(Buffer b, Buffer::allocate(device, host.nbytes()));
+  Tensor t = host;
+  t.data = b.data();
+  t.device = device;
+  MX_TRY(copy(t, host));
+  storage.push_back(std::move(b));
+  return t;
+}
+
 }  // namespace mx::ops

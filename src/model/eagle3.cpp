@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "kernels/owned_tensor.h"
 #include "model/forward.h"
 #include "model/json_keys.h"
 #include "model/model_path.h"
@@ -228,12 +229,7 @@ class Uploader {
   explicit Uploader(Eagle3Weights& w) : w_(w) {}
 
   Result<Tensor> put(const Tensor& host) {
-    MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(w_.device, host.nbytes()));
-    Tensor t = host;
-    t.data = b.data();
-    t.device = w_.device;
-    MX_TRY(ops::copy(t, host));
-    w_.storage.push_back(std::move(b));
+    MX_ASSIGN(Tensor t, ops::upload_tensor(w_.storage, w_.device, host));
     w_.bytes += t.nbytes();
     return t;
   }

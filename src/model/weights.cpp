@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/log.h"
+#include "kernels/owned_tensor.h"
 #include "model/rope.h"
 #include "model/tensor_parallel.h"
 
@@ -91,15 +92,7 @@ class Placer {
     return t;
   }
 
-  Result<Tensor> upload(const Tensor& host) {
-    MX_ASSIGN(ops::Buffer buf, ops::Buffer::allocate(w_.device, host.nbytes()));
-    Tensor t = host;
-    t.data = buf.data();
-    t.device = w_.device;
-    MX_TRY(ops::copy(t, host));
-    w_.storage.push_back(std::move(buf));
-    return t;
-  }
+  Result<Tensor> upload(const Tensor& host) { return ops::upload_tensor(w_.storage, w_.device, host); }
 
   // Concatenates rows of several (N_i, D) bf16 tensors into one (ΣN_i, D) tensor on the device.
   Result<Tensor> concat_rows(const std::vector<std::string>& names) {
