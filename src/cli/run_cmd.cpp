@@ -145,7 +145,11 @@ Status run(RunFlags f) {
            "prompt ({}) + max_tokens ({}) exceeds the model's context of {}", prompt.size(), f.max_tokens,
            model->config.max_position_embeddings);
   constexpr int kBlock = 16;
+  // The serve default, but no bigger than the prompt needs (the engine's warm-up runs a step of it).
+  MX_ASSIGN(const int auto_tokens, default_max_num_batched_tokens(model->weights.device));
+  const int batched_tokens = int(std::min<int64_t>(auto_tokens, std::max<int64_t>(int64_t(prompt.size()), kDefaultBatchedTokens)));
   MX_ASSIGN(auto engine, Engine::create(*model, {.max_num_seqs = 1,
+                                                 .max_num_batched_tokens = batched_tokens,
                                                  .max_model_len = int(total),
                                                  .kv_block_size = kBlock,
                                                  .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,

@@ -30,7 +30,8 @@ struct ServeFlags {
   int tensor_parallel = 1;  // --tensor-parallel-size
   KvCacheFlags kv_cache;
   std::string speculative;  // --speculative-config JSON
-  int port = 8000, max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
+  int port = 8000, max_model_len = 0, max_num_seqs = 256, block_size = 16;
+  int max_num_batched_tokens = 0;  // 0: default_max_num_batched_tokens (8192 on H100-class GPUs, else 2048)
   int num_gpu_blocks_override = 0;
   int max_json_depth = server::kDefaultMaxJsonDepth;
   int max_tools = 128;
@@ -205,8 +206,12 @@ Status serve(ServeFlags f) {
     log_warn("{} has no tokenizer.json: only token-id prompts on /v1/completions will work", model->path.string());
   }
   const ModelConfig& c = model->config;
+  int batched_tokens = f.max_num_batched_tokens;
+  if (batched_tokens == 0) {
+    MX_ASSIGN(batched_tokens, default_max_num_batched_tokens(device));
+  }
   EngineArgs ea{.max_num_seqs = f.max_num_seqs,
-                .max_num_batched_tokens = std::max(f.max_num_batched_tokens, f.max_num_seqs),
+                .max_num_batched_tokens = std::max(batched_tokens, f.max_num_seqs),
                 .kv_block_size = f.block_size,
                 .prefix_caching = f.enable_prefix_caching ? PrefixCaching::On : PrefixCaching::Off,
                 .enforce_eager = f.enforce_eager,
@@ -320,8 +325,10 @@ void register_serve(CLI::App& app) {
       ->default_val(0)->check(CLI::NonNegativeNumber);
   cmd->add_option("--parallel,--max-num-seqs", f->max_num_seqs, "Sequences decoded together at most (alias -np)")
       ->default_val(256)->check(CLI::Range(1, 4096));
-  cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens, "Tokens per forward call (prefill chunk budget)")
-      ->default_val(2048)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                  "Tokens per forward call (prefill chunk budget); 0: 8192 on GPUs with >= 70 GiB and compute "
+                  "capability >= 9.0, else 2048")
+      ->default_val(0)->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                   "Fraction of GPU memory for weights + KV cache (on the CPU: of 4 GiB for the KV cache)")
       ->default_val(0.9)->check(CLI::Range(0.01, 1.0));

@@ -199,6 +199,14 @@ Result<MemoryInfo> memory_info(Device device) {
 #endif
 }
 
+int compute_capability(Device device) {
+#ifdef MXSERVE_HAVE_CUDA
+  if (device == Device::CUDA) return cuda::device_compute_capability();
+#endif
+  (void)device;
+  return 0;
+}
+
 uint64_t scratch_generation() {
 #ifdef MXSERVE_HAVE_CUDA
   return cuda::workspace_generation();

@@ -88,6 +88,8 @@ struct MemoryInfo {
   size_t free_bytes = 0, total_bytes = 0;
 };
 Result<MemoryInfo> memory_info(Device device);
+// The current GPU's compute capability as 10 x major + minor (90 on an H100); 0 on the CPU.
+int compute_capability(Device device);
 
 // Bumped whenever the backend's op scratch (the CUDA workspace) is reallocated: a captured
 // StepGraph holds its address and must be captured again after a change.

@@ -64,6 +64,13 @@ KvLayout kv_layout(const ModelConfig& c, const EngineArgs& a, Device device) {
   return k;
 }
 
+Result<int> default_max_num_batched_tokens(Device device) {
+  if (device != Device::CUDA) return kDefaultBatchedTokens;
+  MX_ASSIGN(const ops::MemoryInfo mi, ops::memory_info(device));
+  const bool large = mi.total_bytes >= (size_t(70) << 30) && ops::compute_capability(device) >= 90;
+  return large ? kLargeGpuBatchedTokens : kDefaultBatchedTokens;
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineArgs& args_in) {
   EngineArgs a = args_in;
   const ModelConfig& c = model.config;

@@ -41,9 +41,18 @@ enum class AsyncScheduling { Off, On };
 inline constexpr std::string_view kOverloaded = "the server is overloaded";
 enum class Warmup { No, Yes };
 
+// The token budget of a step when the user gives none (`--max-num-batched-tokens`): 8192 on a CUDA
+// GPU with at least 70 GiB and compute capability 9.0 or later (H100, H200, B200; vLLM's server
+// default on such GPUs), else 2048. A bigger step reads each layer's expert weights once for more
+// prompt tokens: 120b on an H100 serving 256-word prompts gave 1,979 output t/s at concurrency 64
+// with 2048 and 2,515 with 8192 (docs/PERFORMANCE.md run 28); the price is longer steps while
+// prompts are prefilled (the decode streams of other requests wait for them).
+inline constexpr int kDefaultBatchedTokens = 2048, kLargeGpuBatchedTokens = 8192;
+Result<int> default_max_num_batched_tokens(Device device);
+
 struct EngineArgs {
-  int max_num_seqs = 256;             // sequences in one step at most
-  int max_num_batched_tokens = 2048;  // tokens in one forward call at most (>= max_num_seqs)
+  int max_num_seqs = 256;                              // sequences in one step at most
+  int max_num_batched_tokens = kDefaultBatchedTokens;  // tokens in one forward call at most (>= max_num_seqs)
   int max_model_len = 0;              // prompt + generated tokens per request; 0: the model's
   int kv_block_size = 16;             // tokens per KV block
   int num_kv_blocks = 0;              // size of the KV pool; must hold one max_model_len request

@@ -64,6 +64,17 @@ void expect_batched_equals_single(const EngineArgs& args, int n_requests, int st
   }
 }
 
+// The step budget when none is given: 2048 on the CPU; on CUDA 8192 only for a GPU of >= 70 GiB
+// and compute capability >= 9.0.
+TEST(Scheduler, DefaultTokenBudgetFollowsTheDevice) {
+  EXPECT_EQ(*default_max_num_batched_tokens(Device::CPU), kDefaultBatchedTokens);
+  if (!ops::cuda_available()) return;
+  const ops::MemoryInfo mi = *ops::memory_info(Device::CUDA);
+  const bool large = mi.total_bytes >= (size_t(70) << 30) && ops::compute_capability(Device::CUDA) >= 90;
+  EXPECT_EQ(*default_max_num_batched_tokens(Device::CUDA), large ? kLargeGpuBatchedTokens : kDefaultBatchedTokens);
+  EXPECT_GE(ops::compute_capability(Device::CUDA), 50);
+}
+
 TEST(Scheduler, BatchedGreedyEqualsSingleGenerate) {
   expect_batched_equals_single(small_args(/*blocks=*/256), 6, 3);
 }

@@ -75,6 +75,7 @@ Status add_i32(const ops::AddI32Args& a);
 Status take_prev_tokens(const ops::TakePrevTokensArgs& a);
 Status apply_table_updates(const ops::TableUpdatesArgs& a);
 Status mem_info(size_t* free_bytes, size_t* total_bytes);
+int device_compute_capability();  // the current GPU's, 10 x major + minor
 // Captures step() on a fresh stream into an instantiated graph (cudaGraphExec_t), replays it on
 // the engine stream, destroys it.
 Result<void*> graph_capture(const std::function<Status()>& step);

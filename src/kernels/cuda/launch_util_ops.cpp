@@ -80,6 +80,8 @@ Status mem_info(size_t* free_bytes, size_t* total_bytes) {
   return ok_status();
 }
 
+int device_compute_capability() { return compute_capability(); }
+
 Result<void*> graph_capture(const std::function<Status()>& step) {
   void* const previous = current_stream();
   cudaStream_t s = nullptr;
