@@ -9,6 +9,7 @@
 // act in the permuted order that down reads. Layout and pipeline: docs/KERNELS.md, "MoE for many
 // tokens".
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/moe_grouped_bf16.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -33,8 +34,9 @@ struct Layout {
   // 2206 -> 1802 us per 120b layer at T = 2048 against one block with 8 stages).
   static constexpr int kStages = kN == 128 ? 5 : kStagesMax;
   static constexpr int kRingBytes = kStages * kStageBytes;
-  // + alignment slack + the block's scale bytes (128 rows x G, loaded once per block)
-  static size_t smem_bytes(int G) { return 1024 + size_t(kRingBytes) + size_t(kBlockRows) * G; }
+  // + alignment slack + the block's scale bytes (128 rows x G, loaded once per block) + 16 bytes of
+  // slack for the unchecked scale reads
+  static size_t smem_bytes(int G) { return 1024 + size_t(kRingBytes) + size_t(kBlockRows) * G + 16; }
 };
 
 // Position of element o (0..63) of a 64-wide stage in the permuted order. k16 step s of the stage
@@ -165,12 +167,14 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
   const int lr0 = 64 * wg + 16 * warp + 2 * g, rows_n = min(kBlockRows, N - n0);
   uint8_t* ss = smem + L::kRingBytes;
   stage_block_scales<kThreads>(wscales + int64_t(n0) * G, rows_n * G, ss);
+  // Read without bounds checks: rows past N read row N - 1's bytes and a block past G (odd G) the
+  // next row's (or the 16 bytes of slack); their weights are zero-filled, so any scale gives 0.
+  const int s_row[2] = {min(lr0, rows_n - 1) * G, min(lr0 + 1, rows_n - 1) * G};
   auto scales_of = [&](int kt, uint32_t (&sc)[4]) {  // [2 row + block]
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        sc[2 * r + h] = lr0 + r < rows_n && 2 * kt + h < G ? uint32_t(ss[(lr0 + r) * G + 2 * kt + h]) : 127u;
+      for (int h = 0; h < 2; ++h) sc[2 * r + h] = ss[s_row[r] + 2 * kt + h];
   };
 
   Acc acc[kNT];
@@ -201,23 +205,27 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
     scales_of(kt, sc);
 
     const uint8_t* st = smem + (kt % L::kStages) * L::kStageBytes;
-    bool big = false;
+    // Scales above 128 (rare) take a second factor; the branch is taken once per stage so that the
+    // common path stays one straight block.
+    auto decode = [&](auto big) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) big = big || sc[i] > 128;
-    big = __any_sync(0xffffffffu, big);
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t q =
-            *reinterpret_cast<const uint32_t*>(st + L::kXBytes + w_slot(2 * (lr0 + r) + h) * 16 + 4 * t);
-        uint32_t out[4];
-        decode_word_bf16(q, mxfp4_factor1(sc[2 * r + h]), out);
-        if (big) fix_big(mxfp4_factor2(sc[2 * r + h]), out);
-        // steps 2h (pairs 0, 1) and 2h + 1 (pairs 2, 3): registers r (cols 2t..) and 2 + r (2t + 8..)
-        cur[2 * h][r] = out[0], cur[2 * h][2 + r] = out[1];
-        cur[2 * h + 1][r] = out[2], cur[2 * h + 1][2 + r] = out[3];
-      }
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t q =
+              *reinterpret_cast<const uint32_t*>(st + L::kXBytes + w_slot(2 * (lr0 + r) + h) * 16 + 4 * t);
+          uint32_t out[4];
+          decode_word_bf16(q, mxfp4_factor1(sc[2 * r + h]), out);
+          if constexpr (decltype(big)::value) fix_big(mxfp4_factor2(sc[2 * r + h]), out);
+          // steps 2h (pairs 0, 1) and 2h + 1 (pairs 2, 3): registers r (cols 2t..) and 2 + r (2t + 8..)
+          cur[2 * h][r] = out[0], cur[2 * h][2 + r] = out[1];
+          cur[2 * h + 1][r] = out[2], cur[2 * h + 1][2 + r] = out[3];
+        }
+    };
+    if (__any_sync(0xffffffffu, max(max(sc[0], sc[1]), max(sc[2], sc[3])) > 128))
+      decode(std::true_type{});
+    else
+      decode(std::false_type{});
     const uint32_t x_addr = dev::smem_addr(st);
     dev::wgmma_fence();
 #pragma unroll

@@ -8,6 +8,8 @@
 // once and never loaded, the m16 half of rows 8..15 skipped when the tile has at most 8 pairs,
 // scales read from a block-wide copy without bounds checks (blocks past K are zero-filled, so any
 // scale gives 0; weight rows past N are not loaded and their outputs not stored).
+#include <type_traits>
+
 #include "kernels/cuda/moe_grouped_bf16.cuh"
 
 namespace mx::cuda::kern {
@@ -66,11 +68,15 @@ __device__ __forceinline__ void pair_halves(const uint4& v, uint32_t (&out)[4]) 
   out[3] = __byte_perm(v.y, v.w, 0x7632);
 }
 
+// 16 bytes global -> shared at a 32-bit shared address (zero-filled when !ok).
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
+}
+
 // 16 bytes global -> shared (zero-filled when !ok), asking L2 to fetch the surrounding 256 bytes
 // with the line: the weight row's next stages (T = 64: 666 instead of 732 us per 120b layer).
-__device__ __forceinline__ void cp_async16_l2wide(void* dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dev::smem_addr(dst)), "l"(src),
-               "r"(ok ? 16 : 0));
+__device__ __forceinline__ void cp_async16_l2wide(uint32_t dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
 }
 
 // Block (n-tile, pair tile). Warp w owns output rows n0 + 32w .. + 31 (n8 tile ni: rows 8ni..) x
@@ -97,47 +103,46 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
     const int r = (i % kAChunks) / 16;
     if (r >= rows) smem[(i / kAChunks) * kStageChunks + i % kAChunks] = make_uint4(0, 0, 0, 0);
   }
-  // Loaders. A: chunk (tid + 128i) % 16 of pair row (tid + 128i) / 16; B: chunk tid % 4 of weight
-  // rows tid / 4 + 32i.
+  // Loaders, on 32-bit shared addresses computed once. A: chunk (tid + 128i) % 16 of pair row
+  // (tid + 128i) / 16; B: chunk tid % 4 of weight rows tid / 4 + 32i.
+  const uint32_t sbase = dev::smem_addr(smem);
   const __nv_bfloat16* a_src[2];
-  int a_dst[2], a_col[2];
+  uint32_t a_dst[2];
+  int a_lim[2];  // the stage's k offset below this: the chunk is inside the row
   bool a_row_ok[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int idx = tid + kThreads * i, r = idx / 16, j = idx % 16;
     a_row_ok[i] = r < rows;
-    a_dst[i] = a_phys(r, j);
-    a_col[i] = j * 8;
+    a_dst[i] = uint32_t(a_phys(r, j)) * 16;
+    a_lim[i] = Kd - j * 8;
     const int rr = a_row_ok[i] ? r : 0;
     if constexpr (kGateUp) {
-      a_src[i] = static_cast<const __nv_bfloat16*>(p.x) + int64_t(p.pair_at[row0 + rr] / p.K) * p.D;
+      a_src[i] = static_cast<const __nv_bfloat16*>(p.x) + int64_t(p.pair_at[row0 + rr] / p.K) * p.D + j * 8;
     } else {
-      a_src[i] = static_cast<const __nv_bfloat16*>(p.act) + int64_t(row0 + rr) * p.F;
+      a_src[i] = static_cast<const __nv_bfloat16*>(p.act) + int64_t(row0 + rr) * p.F + j * 8;
     }
   }
-  const int b_chunk = tid % 4;
-  const uint4* b_src[4];
+  const int b_chunk = tid % 4, b_lim = G - b_chunk;  // block 4kt + b_chunk exists while 4kt < b_lim
+  const uint4* b_src = wblocks + int64_t(n0 + tid / 4) * G + b_chunk;  // row tid / 4; row + 32i at + 32 G i
+  const int64_t b_step = int64_t(32) * G;
   bool b_row_ok[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int r = tid / 4 + 32 * i;
-    b_row_ok[i] = r < rows_n;
-    b_src[i] = wblocks + int64_t(b_row_ok[i] ? n0 + r : n0) * G + b_chunk;
-  }
+  for (int i = 0; i < 4; ++i) b_row_ok[i] = tid / 4 + 32 * i < rows_n;
+  const uint32_t b_dst = uint32_t(kAChunks + tid) * 16;
   auto load_stage = [&](int kt, int slot) {
-    uint4* st = smem + slot * kStageChunks;
+    const uint32_t st = sbase + uint32_t(slot * kStageChunks * 16);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       if (!a_row_ok[i]) continue;
-      const int col = kt * kBK + a_col[i];
-      const bool ok = col < Kd;
-      dev::cp_async16(st + a_dst[i], ok ? a_src[i] + col : a_src[i], ok);
+      const bool ok = kt * kBK < a_lim[i];
+      cp_async16_s(st + a_dst[i], ok ? a_src[i] + kt * kBK : a_src[i], ok);
     }
-    const bool blk_ok = 4 * kt + b_chunk < G;  // blocks past K are zero-filled
+    const bool blk_ok = 4 * kt < b_lim;  // blocks past K are zero-filled
+    const uint4* src = blk_ok ? b_src + 4 * kt : wblocks;
 #pragma unroll
     for (int i = 0; i < 4; ++i)  // rows past N are never loaded: their outputs are not stored
-      if (b_row_ok[i])
-        cp_async16_l2wide(st + kAChunks + tid + kThreads * i, blk_ok ? b_src[i] + 4 * kt : wblocks, blk_ok);
+      if (b_row_ok[i]) cp_async16_l2wide(st + b_dst + uint32_t(kThreads * 16 * i), blk_ok ? src + b_step * i : src, blk_ok);
   };
   // The block's scale bytes, rows n0.. x G (+ 16 bytes of slack: lanes past G in the last stage
   // read a byte or two beyond the last row; their weights are zero-filled, so any scale gives 0).
@@ -171,23 +176,30 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
       m1[ni] = mxfp4_factor1(sc);
       braw[ni] = st[kAChunks + (32 * warp + 8 * ni + g) * 4 + c];
     }
-    const bool big = __any_sync(0xffffffffu, sc_max > 128);
+    // The stage's products; the branch on scales above 128 (rare) is taken once per stage, so
+    // that the common path is one straight block the scheduler can interleave.
+    auto products = [&](auto big) {
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      // k of the stage 32c + 8w + (0..7): mma step 2w takes elements (0, 4 | 1, 5), step 2w + 1 (2, 6 | 3, 7)
-      uint32_t lo[4], hi[4] = {0, 0, 0, 0};
-      pair_halves(st[a_phys(g, 4 * c + w)], lo);
-      if (two_m) pair_halves(st[a_phys(g + 8, 4 * c + w)], hi);
+      for (int w = 0; w < 4; ++w) {
+        // k of the stage 32c + 8w + (0..7): mma step 2w takes elements (0, 4 | 1, 5), step 2w + 1 (2, 6 | 3, 7)
+        uint32_t lo[4], hi[4] = {0, 0, 0, 0};
+        pair_halves(st[a_phys(g, 4 * c + w)], lo);
+        if (two_m) pair_halves(st[a_phys(g + 8, 4 * c + w)], hi);
 #pragma unroll
-      for (int ni = 0; ni < kNT; ++ni) {
-        const uint32_t q = w == 0 ? braw[ni].x : w == 1 ? braw[ni].y : w == 2 ? braw[ni].z : braw[ni].w;
-        uint32_t b[4];
-        decode_word_pairs(q, m1[ni], b);
-        if (big) fix_big(mxfp4_factor2(ss[s_off[ni] + 4 * kt]), b);
-        mma_bf16(acc[ni], lo[0], hi[0], lo[1], hi[1], b[0], b[1]);
-        mma_bf16(acc[ni], lo[2], hi[2], lo[3], hi[3], b[2], b[3]);
+        for (int ni = 0; ni < kNT; ++ni) {
+          const uint32_t q = w == 0 ? braw[ni].x : w == 1 ? braw[ni].y : w == 2 ? braw[ni].z : braw[ni].w;
+          uint32_t b[4];
+          decode_word_pairs(q, m1[ni], b);
+          if constexpr (decltype(big)::value) fix_big(mxfp4_factor2(ss[s_off[ni] + 4 * kt]), b);
+          mma_bf16(acc[ni], lo[0], hi[0], lo[1], hi[1], b[0], b[1]);
+          mma_bf16(acc[ni], lo[2], hi[2], lo[3], hi[3], b[2], b[3]);
+        }
       }
-    }
+    };
+    if (__any_sync(0xffffffffu, sc_max > 128))
+      products(std::true_type{});
+    else
+      products(std::false_type{});
   }
 
   // Epilogue: acc[ni] holds pair rows g (0, 1) and g + 8 (2, 3), weight rows 2c, 2c + 1 of n8 tile ni.
