@@ -40,11 +40,12 @@ struct Layout {
 };
 
 // Position of element o (0..63) of a 64-wide stage in the permuted order. k16 step s of the stage
-// reads, in thread (g, t)'s A registers, the BF16 pairs (elements 4(s%2) + {0,1}) and (+{2,3}) of
-// word t of MXFP4 block s/2 (mma A columns 2t, 2t+1 and 2t+8, 2t+9): element 32b + 8t + 4s1 + 2h + e
-// (block b, word t, step parity s1, half h, e) stands at 16(2b + s1) + 8h + 2t + e.
+// reads, in thread (g, t)'s A registers, BF16 pairs of word t of MXFP4 block s/2 as
+// decode_word_pairs makes them (elements (i, i + 4)): (2(s%2), +4) in mma A columns 2t, 2t+1 and
+// (2(s%2) + 1, +4) in columns 2t+8, 2t+9. So element 32b + 8t + i (block b, word t, i = 4e + 2s1 +
+// h) stands at 16(2b + s1) + 8h + 2t + e.
 __host__ __device__ __forceinline__ int moe_grouped_k_slot(int o) {
-  const int b = o / 32, t = (o % 32) / 8, s1 = (o % 8) / 4, h = (o % 4) / 2, e = o % 2;
+  const int b = o / 32, t = (o % 32) / 8, i = o % 8, e = i / 4, s1 = (i % 4) / 2, h = i % 2;
   return 16 * (2 * b + s1) + 8 * h + 2 * t + e;
 }
 __host__ __device__ __forceinline__ int64_t permuted_col(int64_t j) { return j / 64 * 64 + moe_grouped_k_slot(int(j % 64)); }
@@ -215,7 +216,7 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
           const uint32_t q =
               *reinterpret_cast<const uint32_t*>(st + L::kXBytes + w_slot(2 * (lr0 + r) + h) * 16 + 4 * t);
           uint32_t out[4];
-          decode_word_bf16(q, mxfp4_factor1(sc[2 * r + h]), out);
+          decode_word_pairs(q, mxfp4_factor1(sc[2 * r + h]), out);
           if constexpr (decltype(big)::value) fix_big(mxfp4_factor2(sc[2 * r + h]), out);
           // steps 2h (pairs 0, 1) and 2h + 1 (pairs 2, 3): registers r (cols 2t..) and 2 + r (2t + 8..)
           cur[2 * h][r] = out[0], cur[2 * h][2 + r] = out[1];

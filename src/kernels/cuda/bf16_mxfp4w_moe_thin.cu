@@ -46,19 +46,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One 32-bit word of an MXFP4 block (element i = nibble i) -> the BF16 pairs (e0, e4), (e1, e5),
-// (e2, e6), (e3, e7), exactly, with 3 operations a pair: `q << 4(3 - j)` brings nibbles j and j + 4
-// to the top of the two halves, where the sign already sits at bit 15; the magnitude e1 e0 m moves
-// to bits 8..6 (the lowest exponent bits and the top mantissa bit), reading value · 2^-126 as
-// decode_word_bf16 does; the block's factor then scales it (and fix_big above scale 128).
-__device__ __forceinline__ void decode_word_pairs(uint32_t q, uint32_t m1, uint32_t (&out)[4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t t = q << (4 * (3 - j));
-    out[j] = bf16x2_mul(((t & 0x70007000u) >> 6) | (t & 0x80008000u), m1);
-  }
-}
-
 // The A pairs that match: a chunk of 8 BF16 (x0 x1 | x2 x3 | x4 x5 | x6 x7) -> (x0, x4), (x1, x5),
 // (x2, x6), (x3, x7).
 __device__ __forceinline__ void pair_halves(const uint4& v, uint32_t (&out)[4]) {

@@ -36,6 +36,19 @@ __device__ __forceinline__ void decode_word_bf16(uint32_t q, uint32_t m1, uint32
     out[b] = bf16x2_mul((u & 0x01c001c0u) | ((u << 6) & 0x80008000u), m1);
   }
 }
+// One 32-bit word of an MXFP4 block (element i = nibble i) -> the BF16 pairs (e0, e4), (e1, e5),
+// (e2, e6), (e3, e7), exactly, with 3 operations a pair: `q << 4(3 - j)` brings nibbles j and j + 4
+// to the top of the two halves, where the sign already sits at bit 15; the magnitude e1 e0 m moves
+// to bits 8..6 (the lowest exponent bits and the top mantissa bit), reading value · 2^-126 as
+// decode_word_bf16 does; the block's factor then scales it (and fix_big above scale 128).
+__device__ __forceinline__ void decode_word_pairs(uint32_t q, uint32_t m1, uint32_t (&out)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t t = q << (4 * (3 - j));
+    out[j] = bf16x2_mul(((t & 0x70007000u) >> 6) | (t & 0x80008000u), m1);
+  }
+}
+
 // The second factor where a scale exceeds 128 (rare: weights of magnitude >= 2^2); the caller
 // branches once per warp, not per pair.
 __device__ __forceinline__ void fix_big(uint32_t m2, uint32_t (&out)[4]) {
