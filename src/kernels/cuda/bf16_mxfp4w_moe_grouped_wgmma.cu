@@ -133,34 +133,31 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
   // (row tid / 2, block tid % 2 of the stage).
   const int x_chunk = tid % 8;
   constexpr int kXLoads = kNT * 64 * 8 / kThreads;  // rows past kNT halves stay unread
-  const __nv_bfloat16* x_src[kXLoads];
-  int x_dst[kXLoads];
-  bool x_ok[kXLoads];
+  // Pair rows as 32-bit element offsets from one base (the launcher checks that they fit), -1 past
+  // the tile's pairs; shared addresses as 32-bit offsets of the stage.
+  const __nv_bfloat16* x_base = static_cast<const __nv_bfloat16*>(kGateUp ? p.xp : p.act) + x_chunk * 8;
+  int x_off[kXLoads];
+  uint32_t x_dst[kXLoads];
 #pragma unroll
   for (int i = 0; i < kXLoads; ++i) {
     const int r = tid / 8 + (kThreads / 8) * i;
-    x_ok[i] = r < rows;
-    x_dst[i] = dev::swz(r, x_chunk);
-    const int rr = x_ok[i] ? r : 0;
-    if constexpr (kGateUp) {
-      x_src[i] = static_cast<const __nv_bfloat16*>(p.xp) + int64_t(p.pair_at[row0 + rr] / p.K) * p.D;
-    } else {
-      x_src[i] = static_cast<const __nv_bfloat16*>(p.act) + int64_t(row0 + rr) * p.F;
-    }
+    x_dst[i] = uint32_t(dev::swz(r, x_chunk)) * 16;
+    x_off[i] = r >= rows ? -1 : kGateUp ? p.pair_at[row0 + r] / p.K * p.D : (row0 + r) * p.F;
   }
-  const int wn = n0 + tid / 2, wblk = tid % 2, wdst = w_slot(tid);
+  const int x_lim = Kd - x_chunk * 8;  // a stage's k offset below this: the chunk is inside the row
+  const int wn = n0 + tid / 2, wblk = tid % 2;
+  const uint32_t sbase = dev::smem_addr(smem), w_dst = uint32_t(L::kXBytes + w_slot(tid) * 16);
+  const uint4* w_src = wblocks + int64_t(wn < N ? wn : 0) * G + wblk;
   auto load_stage = [&](int kt) {
-    uint8_t* st = smem + (kt % L::kStages) * L::kStageBytes;
-    uint4* xs = reinterpret_cast<uint4*>(st);
+    const uint32_t st = sbase + uint32_t((kt % L::kStages) * L::kStageBytes);
+    const int col = kt * kBK;
 #pragma unroll
     for (int i = 0; i < kXLoads; ++i) {  // zeros past the tile's pairs and past Kd
-      const int col = kt * kBK + x_chunk * 8;
-      const bool ok = x_ok[i] && col < Kd;
-      dev::cp_async16(xs + x_dst[i], ok ? x_src[i] + col : x_src[i], ok);
+      const bool ok = x_off[i] >= 0 && col < x_lim;
+      dev::cp_async16(st + x_dst[i], x_base + (ok ? x_off[i] + col : 0), ok);
     }
-    const int blk = 2 * kt + wblk;
-    const bool ok = wn < N && blk < G;
-    dev::cp_async16(reinterpret_cast<uint4*>(st + L::kXBytes) + wdst, wblocks + (ok ? int64_t(wn) * G + blk : 0), ok);
+    const bool ok = wn < N && 2 * kt + wblk < G;
+    dev::cp_async16(st + w_dst, ok ? w_src + 2 * kt : wblocks, ok);
   };
 
   // The block's scale bytes (rows n0.. below N) join stage 0's loads. The thread's weight rows

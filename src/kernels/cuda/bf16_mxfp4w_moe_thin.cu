@@ -55,11 +55,6 @@ __device__ __forceinline__ void pair_halves(const uint4& v, uint32_t (&out)[4]) 
   out[3] = __byte_perm(v.y, v.w, 0x7632);
 }
 
-// 16 bytes global -> shared at a 32-bit shared address (zero-filled when !ok).
-__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
-}
-
 // 16 bytes global -> shared (zero-filled when !ok), asking L2 to fetch the surrounding 256 bytes
 // with the line: the weight row's next stages (T = 64: 666 instead of 732 us per 120b layer).
 __device__ __forceinline__ void cp_async16_l2wide(uint32_t dst, const void* src, bool ok) {
@@ -93,7 +88,9 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
   // Loaders, on 32-bit shared addresses computed once. A: chunk (tid + 128i) % 16 of pair row
   // (tid + 128i) / 16; B: chunk tid % 4 of weight rows tid / 4 + 32i.
   const uint32_t sbase = dev::smem_addr(smem);
-  const __nv_bfloat16* a_src[2];
+  // A rows as 32-bit element offsets from one base (the launcher checks that they fit).
+  const __nv_bfloat16* a_base = static_cast<const __nv_bfloat16*>(kGateUp ? p.x : p.act);
+  int a_off[2];
   uint32_t a_dst[2];
   int a_lim[2];  // the stage's k offset below this: the chunk is inside the row
   bool a_row_ok[2];
@@ -104,11 +101,7 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
     a_dst[i] = uint32_t(a_phys(r, j)) * 16;
     a_lim[i] = Kd - j * 8;
     const int rr = a_row_ok[i] ? r : 0;
-    if constexpr (kGateUp) {
-      a_src[i] = static_cast<const __nv_bfloat16*>(p.x) + int64_t(p.pair_at[row0 + rr] / p.K) * p.D + j * 8;
-    } else {
-      a_src[i] = static_cast<const __nv_bfloat16*>(p.act) + int64_t(row0 + rr) * p.F + j * 8;
-    }
+    a_off[i] = (kGateUp ? p.pair_at[row0 + rr] / p.K * p.D : (row0 + rr) * p.F) + j * 8;
   }
   const int b_chunk = tid % 4, b_lim = G - b_chunk;  // block 4kt + b_chunk exists while 4kt < b_lim
   const uint4* b_src = wblocks + int64_t(n0 + tid / 4) * G + b_chunk;  // row tid / 4; row + 32i at + 32 G i
@@ -123,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
     for (int i = 0; i < 2; ++i) {
       if (!a_row_ok[i]) continue;
       const bool ok = kt * kBK < a_lim[i];
-      cp_async16_s(st + a_dst[i], ok ? a_src[i] + kt * kBK : a_src[i], ok);
+      dev::cp_async16(st + a_dst[i], a_base + (ok ? a_off[i] + kt * kBK : a_off[i]), ok);
     }
     const bool blk_ok = 4 * kt < b_lim;  // blocks past K are zero-filled
     const uint4* src = blk_ok ? b_src + 4 * kt : wblocks;

@@ -1,5 +1,6 @@
 // Launcher of the many-token MoE path (cuda::moe_grouped, used by dispatch above a measured token
 // count): checks the contract of bf16_mxfp4w_moe_grouped and carves its scratch from the workspace.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/launch_util.h"
@@ -70,6 +71,9 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(int64_t(2) * F * (D / 32) < (int64_t(1) << 31) && int64_t(D) * (F / 32) < (int64_t(1) << 31),
            "bf16_mxfp4w_moe_grouped: an expert's {} x {} weights exceed 2^31 MXFP4 blocks", 2 * F, D);
   MX_CHECK(T * K < (int64_t(1) << 30), "bf16_mxfp4w_moe_grouped: {} tokens x {} is too many pairs", T, K);
+  // The GEMMs address x and act rows with 32-bit element offsets.
+  MX_CHECK(T * K * std::max(D, F) < (int64_t(1) << 31),
+           "bf16_mxfp4w_moe_grouped: {} tokens x {} x {} activations exceed 2^31 elements", T, K, std::max(D, F));
   const int max_tiles = kern::moe_grouped_max_tiles(T, K, E, tile_m);
   MX_CHECK(max_tiles <= 65535, "bf16_mxfp4w_moe_grouped: {} tiles exceed the grid limit (T={})", max_tiles, T);
   if (T == 0) return ok_status();
