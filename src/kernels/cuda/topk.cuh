@@ -65,8 +65,8 @@ __device__ __forceinline__ void load_logits(const void* logits, bool f32, int64_
 // BF16 logits (bf16 = true: the low 16 bits of every value are zero): the order key's high half
 // orders them, its low half is replaced by 0xffff - expert, so that every key is unique and one
 // warp max per round names the winner (the MoE GEMVs wait for their route: 120b gate_up 18.95 ->
-// 18.72 us per layer, PERFORMANCE.md run 15). F32 logits: K rounds of a warp max over order keys
-// and a warp min over the indices holding it (redux.sync). Both give the same ids and values.
+// 18.72 us per layer, PERFORMANCE.md run 15). F32 logits: below. Both give the ids and values of a
+// stable descending sort.
 __device__ __forceinline__ void warp_topk(const float (&v)[kTopkPerLane], int E, int K, bool bf16,
                                           int (&top_e)[kern::kTopkMaxK], float (&top_v)[kern::kTopkMaxK]) {
   const int e0 = (threadIdx.x % 32) * kTopkPerLane;
@@ -94,19 +94,29 @@ __device__ __forceinline__ void warp_topk(const float (&v)[kTopkPerLane], int E,
     }
     return;
   }
-  uint32_t taken = 0;  // bit i: expert e0 + i already chosen
+  // F32 logits: the same rounds over the order keys, raised to at least 1 so that 0 marks a taken
+  // expert (NaN's key 0 becomes 1: still below every number). The winner is the lowest lane holding
+  // the maximum (lanes hold ascending experts) and, in it, the lowest index: one warp max, a ballot
+  // and a shuffle a round.
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < kTopkPerLane; ++i) key[i] = e0 + i < E ? max(key[i], 1u) : 0u;
 #pragma unroll
   for (int k = 0; k < kern::kTopkMaxK; ++k) {
     if (k >= K) break;
-    uint32_t best = 0, best_e = 0xffffffffu;
+    uint32_t best = key[0];
 #pragma unroll
-    for (int i = 0; i < kTopkPerLane; ++i)  // ascending index: a later i only wins when larger
-      if (e0 + i < E && !(taken >> i & 1u) && (best_e == 0xffffffffu || key[i] > best))
-        best = key[i], best_e = uint32_t(e0 + i);
+    for (int i = 1; i < kTopkPerLane; ++i) best = max(best, key[i]);
     const uint32_t m = __reduce_max_sync(0xffffffffu, best);
-    const uint32_t e = __reduce_min_sync(0xffffffffu, best == m ? best_e : 0xffffffffu);
-    if (e / kTopkPerLane == uint32_t(threadIdx.x % 32)) taken |= 1u << (e % kTopkPerLane);
-    top_e[k] = int(e);
+    const int winner = __ffs(__ballot_sync(0xffffffffu, best == m)) - 1;
+    int at = 0;
+#pragma unroll
+    for (int i = kTopkPerLane - 1; i >= 0; --i)
+      if (key[i] == m) at = i;
+#pragma unroll
+    for (int i = 0; i < kTopkPerLane; ++i)
+      if (lane == winner && i == at) key[i] = 0u;
+    top_e[k] = __shfl_sync(0xffffffffu, e0 + at, winner);
     top_v[k] = key_value(m);
   }
 }
