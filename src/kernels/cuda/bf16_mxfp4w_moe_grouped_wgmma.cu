@@ -133,8 +133,8 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
   // (row tid / 2, block tid % 2 of the stage).
   const int x_chunk = tid % 8;
   constexpr int kXLoads = kNT * 64 * 8 / kThreads;  // rows past kNT halves stay unread
-  // Pair rows as 32-bit element offsets from one base (the launcher checks that they fit), -1 past
-  // the tile's pairs; shared addresses as 32-bit offsets of the stage.
+  // Pair rows as 32-bit element offsets from one base (the launcher takes this kernel only where they
+  // fit), -1 past the tile's pairs; shared addresses as 32-bit offsets of the stage.
   const __nv_bfloat16* x_base = static_cast<const __nv_bfloat16*>(kGateUp ? p.xp : p.act) + x_chunk * 8;
   int x_off[kXLoads];
   uint32_t x_dst[kXLoads];

@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
   // Loaders, on 32-bit shared addresses computed once. A: chunk (tid + 128i) % 16 of pair row
   // (tid + 128i) / 16; B: chunk tid % 4 of weight rows tid / 4 + 32i.
   const uint32_t sbase = dev::smem_addr(smem);
-  // A rows as 32-bit element offsets from one base (the launcher checks that they fit).
+  // A rows as 32-bit element offsets from one base (the launcher takes this kernel only where they fit).
   const __nv_bfloat16* a_base = static_cast<const __nv_bfloat16*>(kGateUp ? p.x : p.act);
   int a_off[2];
   uint32_t a_dst[2];
@@ -116,7 +116,8 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
     for (int i = 0; i < 2; ++i) {
       if (!a_row_ok[i]) continue;
       const bool ok = kt * kBK < a_lim[i];
-      dev::cp_async16(st + a_dst[i], a_base + (ok ? a_off[i] + kt * kBK : a_off[i]), ok);
+      // a disabled copy still names a valid address: its row's start (a_off - 8j = a_off + a_lim - Kd)
+      dev::cp_async16(st + a_dst[i], a_base + a_off[i] + (ok ? kt * kBK : a_lim[i] - Kd), ok);
     }
     const bool blk_ok = 4 * kt < b_lim;  // blocks past K are zero-filled
     const uint4* src = blk_ok ? b_src + 4 * kt : wblocks;

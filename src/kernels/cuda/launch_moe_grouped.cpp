@@ -49,7 +49,11 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(aligned16(a.x.data) && aligned16(a.residual.data) && aligned16(a.w.gate_up_blocks.data) &&
                aligned16(a.w.down_blocks.data),
            "bf16_mxfp4w_moe_grouped: x, residual and the expert blocks must be 16-byte aligned");
-  const bool short_tiles = !fp8 && g_kernel != cuda::GroupedKernel::kWgmma && T * K <= kShortTileMaxPairsPerExpert * E;
+  // The thin and wgmma GEMMs address x and act rows with 32-bit element offsets; a call past that
+  // (budgets of ~186k tokens at gpt-oss sizes) takes the mma.sync GEMMs, which use 64-bit ones.
+  const bool offsets32 = T * K * std::max(D, F) < (int64_t(1) << 31);
+  const bool short_tiles =
+      !fp8 && offsets32 && g_kernel != cuda::GroupedKernel::kWgmma && T * K <= kShortTileMaxPairsPerExpert * E;
   const int tile_m = fp8                                     ? kern::kGroupedTileM
                      : T * K >= kTallTileMinPairsPerExpert * E ? kern::kGroupedTallTileM
                      : short_tiles                             ? kern::kGroupedShortTileM
@@ -57,7 +61,10 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   // BF16 GEMMs on wgmma where this build's sm_90a code runs on the device (kAuto), else mma.sync.
   MX_CHECK(fp8 || g_kernel != cuda::GroupedKernel::kWgmma || kern::moe_grouped_wgmma_available(),
            "bf16_mxfp4w_moe_grouped_wgmma: this build has no sm_90a code for this device");
-  const bool wgmma = !fp8 && g_kernel != cuda::GroupedKernel::kMmaSync && kern::moe_grouped_wgmma_available() &&
+  MX_CHECK(fp8 || g_kernel != cuda::GroupedKernel::kWgmma || offsets32,
+           "bf16_mxfp4w_moe_grouped_wgmma: {} tokens x {} x {} activations exceed its 2^31-element offsets", T, K,
+           std::max(D, F));
+  const bool wgmma = !fp8 && offsets32 && g_kernel != cuda::GroupedKernel::kMmaSync && kern::moe_grouped_wgmma_available() &&
                      tile_m != kern::kGroupedShortTileM &&
                      (g_kernel == cuda::GroupedKernel::kWgmma || T * K >= kWgmmaMinPairsPerExpert * E);
   const size_t smem = fp8     ? kern::moe_grouped_e4m3_smem_bytes()
@@ -71,9 +78,6 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   MX_CHECK(int64_t(2) * F * (D / 32) < (int64_t(1) << 31) && int64_t(D) * (F / 32) < (int64_t(1) << 31),
            "bf16_mxfp4w_moe_grouped: an expert's {} x {} weights exceed 2^31 MXFP4 blocks", 2 * F, D);
   MX_CHECK(T * K < (int64_t(1) << 30), "bf16_mxfp4w_moe_grouped: {} tokens x {} is too many pairs", T, K);
-  // The GEMMs address x and act rows with 32-bit element offsets.
-  MX_CHECK(T * K * std::max(D, F) < (int64_t(1) << 31),
-           "bf16_mxfp4w_moe_grouped: {} tokens x {} x {} activations exceed 2^31 elements", T, K, std::max(D, F));
   const int max_tiles = kern::moe_grouped_max_tiles(T, K, E, tile_m);
   MX_CHECK(max_tiles <= 65535, "bf16_mxfp4w_moe_grouped: {} tiles exceed the grid limit (T={})", max_tiles, T);
   if (T == 0) return ok_status();
