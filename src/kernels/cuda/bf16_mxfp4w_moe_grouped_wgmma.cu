@@ -48,7 +48,6 @@ __host__ __device__ __forceinline__ int moe_grouped_k_slot(int o) {
   const int b = o / 32, t = (o % 32) / 8, i = o % 8, e = i / 4, s1 = (i % 4) / 2, h = i % 2;
   return 16 * (2 * b + s1) + 8 * h + 2 * t + e;
 }
-__host__ __device__ __forceinline__ int64_t permuted_col(int64_t j) { return j / 64 * 64 + moe_grouped_k_slot(int(j % 64)); }
 
 // One thread per (token, 64-wide stage): xp = x with every stage permuted (a stage may be 32 wide
 // at the end of a row; its elements stay among the first 32 slots).
@@ -105,9 +104,13 @@ __device__ __forceinline__ void fence_acc(Acc& d) {
 }
 #endif
 
+#ifdef MX_HAVE_WGMMA  // used by the sm_90a code only
+// Column j of a row in the permuted k order (the gate_up epilogue writes act in it).
+__device__ __forceinline__ int64_t permuted_col(int64_t j) { return j / 64 * 64 + moe_grouped_k_slot(int(j % 64)); }
 // Raw weight chunk c = 2·row + block of a stage, stored at c ^ ((c >> 3) & 3): the 8 lane groups of
 // a warp read rows 2g (and 2g + 1) of their 16 in 8 different 16-byte bank groups.
 __device__ __forceinline__ int w_slot(int c) { return c ^ ((c >> 3) & 3); }
+#endif
 
 // Block (128-row slab n0 of the expert's matrix, pair tile). Warpgroup wg, warp w, lane (g, t):
 // A rows g and g + 8 are weight rows n0 + 64wg + 16w + 2g and that + 1 (gate 2j and up 2j + 1 of
