@@ -51,10 +51,19 @@ struct ServeFlags {
 
 namespace fs = std::filesystem;
 
+// Activation scratch of one step token beyond what the fixed headroom covers: the grouped MoE's
+// act (BF16) and y (FP32) rows of its K pairs and its permuted x, and the forward's BF16
+// activations (x, xn, residual, MoE input, qkv, attention output). ~116 KB for 120b.
+double step_bytes_per_token(const ModelConfig& c) {
+  const double D = c.hidden_size, F = c.intermediate_size, K = c.num_experts_per_tok;
+  return K * (2 * F + 4 * D) + 2 * D + 2 * (4 * D + c.qkv_width() + c.q_width());
+}
+
 // KV blocks that fit the memory budget: on CUDA a fraction of the device memory not taken by the
-// weights (minus headroom for activations and the sliding layers' window pool); on the CPU a
-// fraction of 4 GiB.
-Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv, uint64_t draft_bytes) {
+// weights (minus headroom for activations — 1.5 GiB, plus the scratch of a step budget above
+// 2048 tokens — and the sliding layers' window pool); on the CPU a fraction of 4 GiB.
+Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv, uint64_t draft_bytes,
+                      int batched_tokens) {
   if (f.num_gpu_blocks_override > 0) return f.num_gpu_blocks_override;
   double budget = -double(draft_bytes);  // an EAGLE-3 draft's weights, loaded with the engine
   if (m.weights.device == Device::CUDA) {
@@ -63,7 +72,8 @@ Result<int> kv_blocks(const Model& m, const ServeFlags& f, const KvLayout& kv, u
     for (int r = 0; r < m.tp_size(); ++r) {
       MX_ASSIGN(ops::MemoryInfo mi, ops::on_gpu(Device::CUDA, r, [] { return ops::memory_info(Device::CUDA); }));
       const double used = double(mi.total_bytes - mi.free_bytes);
-      const double headroom = 1.5 * double(1u << 30);
+      const double headroom = 1.5 * double(1u << 30) + std::max(0, batched_tokens - kDefaultBatchedTokens) *
+                                                          step_bytes_per_token(m.rank_config());
       room = std::min(room, f.gpu_memory_utilization * double(mi.total_bytes) - used - headroom);
     }
     budget += room;
@@ -225,7 +235,7 @@ Status serve(ServeFlags f) {
   if (spec.enabled() && spec.method == SpecMethod::Eagle3) {
     MX_ASSIGN(draft_bytes, eagle3_weight_bytes(spec.model, c));
   }
-  MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout, draft_bytes));
+  MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout, draft_bytes, ea.max_num_batched_tokens));
   const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
   ea.max_model_len = f.max_model_len > 0 ? f.max_model_len : c.max_position_embeddings;
   if (f.max_model_len <= 0 && kv_tokens < ea.max_model_len) {
