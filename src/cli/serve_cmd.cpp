@@ -340,7 +340,7 @@ void register_serve(CLI::App& app) {
                   "capability >= 9.0, else 2048")
       ->default_val(0)->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
-                  "Fraction of GPU memory for weights + KV cache (on the CPU: of 4 GiB for the KV cache)")
+                  "Fraction of GPU memory for weights + activations + KV cache (on the CPU: of 4 GiB for the KV cache)")
       ->default_val(0.9)->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--num-gpu-blocks-override", f->num_gpu_blocks_override, "KV cache size in blocks; 0: from the memory budget")
       ->default_val(0)->check(CLI::NonNegativeNumber);
