@@ -9,7 +9,6 @@
 // act in the permuted order that down reads. Layout and pipeline: docs/KERNELS.md, "MoE for many
 // tokens".
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/cuda/moe_grouped_bf16.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -206,9 +205,7 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
     scales_of(kt, sc);
 
     const uint8_t* st = smem + (kt % L::kStages) * L::kStageBytes;
-    // Scales above 128 (rare) take a second factor; the branch is taken once per stage so that the
-    // common path stays one straight block.
-    auto decode = [&](auto big) {
+    with_big_scales(max(max(sc[0], sc[1]), max(sc[2], sc[3])) > 128, [&](auto big) {
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -222,11 +219,7 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
           cur[2 * h][r] = out[0], cur[2 * h][2 + r] = out[1];
           cur[2 * h + 1][r] = out[2], cur[2 * h + 1][2 + r] = out[3];
         }
-    };
-    if (__any_sync(0xffffffffu, max(max(sc[0], sc[1]), max(sc[2], sc[3])) > 128))
-      decode(std::true_type{});
-    else
-      decode(std::false_type{});
+    });
     const uint32_t x_addr = dev::smem_addr(st);
     dev::wgmma_fence();
 #pragma unroll

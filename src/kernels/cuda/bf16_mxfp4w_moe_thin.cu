@@ -8,8 +8,6 @@
 // once and never loaded, the m16 half of rows 8..15 skipped when the tile has at most 8 pairs,
 // scales read from a block-wide copy without bounds checks (blocks past K are zero-filled, so any
 // scale gives 0; weight rows past N are not loaded and their outputs not stored).
-#include <type_traits>
-
 #include "kernels/cuda/moe_grouped_bf16.cuh"
 
 namespace mx::cuda::kern {
@@ -157,9 +155,7 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
       m1[ni] = mxfp4_factor1(sc);
       braw[ni] = st[kAChunks + (32 * warp + 8 * ni + g) * 4 + c];
     }
-    // The stage's products; the branch on scales above 128 (rare) is taken once per stage, so
-    // that the common path is one straight block the scheduler can interleave.
-    auto products = [&](auto big) {
+    with_big_scales(sc_max > 128, [&](auto big) {  // the stage's products
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         // k of the stage 32c + 8w + (0..7): mma step 2w takes elements (0, 4 | 1, 5), step 2w + 1 (2, 6 | 3, 7)
@@ -176,11 +172,7 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
           mma_bf16(acc[ni], lo[2], hi[2], lo[3], hi[3], b[2], b[3]);
         }
       }
-    };
-    if (__any_sync(0xffffffffu, sc_max > 128))
-      products(std::true_type{});
-    else
-      products(std::false_type{});
+    });
   }
 
   // Epilogue: acc[ni] holds pair rows g (0, 1) and g + 8 (2, 3), weight rows 2c, 2c + 1 of n8 tile ni.

@@ -74,16 +74,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16 bytes global -> shared, zero-filled when !ok (src must still be a valid address).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(ok ? 16 : 0));
-}
-// The same at a 32-bit shared address (computed once by the caller: no generic-to-shared
-// conversion per copy).
+// 16 bytes global -> shared at a 32-bit shared address, zero-filled when !ok (src must still be a
+// valid address). Callers that issue many copies compute the addresses once.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool ok) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
 }
+// The same at a generic pointer into shared memory.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) { cp_async16(smem_addr(dst), src, ok); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Waits until at most `n` of this thread's most recent cp.async groups are still in flight.

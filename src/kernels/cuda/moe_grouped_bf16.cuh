@@ -4,6 +4,8 @@
 // and the epilogue of an output pair.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace mx::cuda::kern::grouped_bf16 {
@@ -54,6 +56,17 @@ __device__ __forceinline__ void decode_word_pairs(uint32_t q, uint32_t m1, uint3
 __device__ __forceinline__ void fix_big(uint32_t m2, uint32_t (&out)[4]) {
 #pragma unroll
   for (int b = 0; b < 4; ++b) out[b] = bf16x2_mul(out[b], m2);
+}
+
+// Runs body(std::true_type) where any lane of the warp has a scale above 128 (rare), else
+// body(std::false_type): one warp-uniform branch per stage, so that the common path, compiled
+// without fix_big, is one straight block the scheduler can interleave.
+template <typename Body>
+__device__ __forceinline__ void with_big_scales(bool mine_big, Body&& body) {
+  if (__any_sync(0xffffffffu, mine_big))
+    body(std::true_type{});
+  else
+    body(std::false_type{});
 }
 
 // The block's scale bytes (rows n0.. of the expert's matrix, `bytes` = rows x G: contiguous in the
