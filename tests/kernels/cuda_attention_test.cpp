@@ -166,6 +166,29 @@ TEST(CudaAttention, RopeCacheMatchesReference) {
   EXPECT_EQ(download(f.v.gpu), host_floats(f.v));
 }
 
+// Layouts other than gpt-oss's: a head count that leaves warps of the last block idle, head
+// dimensions with several rotation pairs per lane (one partial), the largest supported (256) and
+// the smallest (2), and a decode-sized batch of 64 tokens over three sequences.
+TEST(CudaAttention, RopeCacheOddLayoutsMatchReference) {
+  MX_REQUIRE_CUDA();
+  const Layout layouts[] = {{.H = 5, .Hkv = 1, .Dh = 160, .B = 16},
+                            {.H = 4, .Hkv = 2, .Dh = 256, .B = 8},
+                            {.H = 6, .Hkv = 3, .Dh = 2, .B = 16},
+                            {}};
+  uint64_t seed = 400;
+  for (const Layout& L : layouts) {
+    std::vector<int32_t> pos, seq;
+    append_run(pos, seq, 0, 0, 30);
+    append_run(pos, seq, 1, 97, 20);
+    append_run(pos, seq, 2, 5000, 14);
+    Fixture f(L, 3, 5100 / L.B + 1, pos, seq, seed += 10);
+    const Mirror qkv = rope_cache_both(f, int64_t(pos.size()), seed + 1);
+    EXPECT_TRUE(all_close(download(qkv.gpu), host_floats(qkv), 1e-3, 8e-3)) << "H=" << L.H << " Dh=" << L.Dh;
+    EXPECT_TRUE(all_close(download(f.k.gpu), host_floats(f.k), 1e-3, 8e-3)) << "H=" << L.H << " Dh=" << L.Dh;
+    EXPECT_EQ(download(f.v.gpu), host_floats(f.v)) << "H=" << L.H << " Dh=" << L.Dh;
+  }
+}
+
 // FP8 cache (--kv-cache-dtype fp8): the decode kernel widens the E4M3 codes to BF16 exactly and
 // applies the scales; the CPU reference reads code · scale. Same bound as BF16: the products are
 // the same up to where the scale multiplies (scales far from 1 so that a kernel ignoring them fails).

@@ -32,10 +32,12 @@ TEST(CudaDense, EmbedAndGatherRowsCopyBitwise) {
   EXPECT_EQ(download(out_g.gpu), host_floats(out_g));
 }
 
+// Rows kept in registers (bf16 weight, D % 8 == 0, up to 8192 values) and the generic kernel (the
+// other widths), at a prompt's and a decode batch's token counts.
 TEST(CudaDense, RmsNormMatchesReference) {
   MX_REQUIRE_CUDA();
-  for (int64_t D : {2880, 100, 7}) {
-    const int64_t T = 3;
+  const std::pair<int64_t, int64_t> shapes[] = {{3, 2880}, {64, 2880}, {3, 100}, {3, 7}, {2, 8192}, {2, 8200}, {5, 8}};
+  for (const auto& [T, D] : shapes) {
     Mirror x = act(random_floats(size_t(T * D), 10 + D, -3.0f, 3.0f), {T, D});
     Mirror w = bf16_weights(random_floats(size_t(D), 20 + D, 0.5f, 2.0f), {D});
     Mirror out = act(random_floats(size_t(T * D), 30), {T, D});
@@ -43,8 +45,8 @@ TEST(CudaDense, RmsNormMatchesReference) {
     ASSERT_TRUE(ops::rmsnorm({.x = x.gpu, .weight = w.gpu, .out = x.gpu}).ok());  // in place
     ASSERT_TRUE(ops::rmsnorm({.x = x.cpu, .weight = w.cpu, .out = out.cpu}).ok());
     // bf16 output: one rounding, 2^-8 relative at most, plus float-order noise.
-    EXPECT_TRUE(all_close(download(out.gpu), host_floats(out), 1e-6, 8e-3)) << "D=" << D;
-    EXPECT_EQ(download(x.gpu), download(out.gpu)) << "in-place result differs, D=" << D;
+    EXPECT_TRUE(all_close(download(out.gpu), host_floats(out), 1e-6, 8e-3)) << "T=" << T << " D=" << D;
+    EXPECT_EQ(download(x.gpu), download(out.gpu)) << "in-place result differs, T=" << T << " D=" << D;
   }
 }
 
@@ -138,6 +140,7 @@ TEST(CudaDense, Mxfp4LinearMatchesReference) {
       {{1, 33, 32, true, true, A::No}, true},            // one block per row
       {{5, 33, 32, true, true, A::No}, true},            // one block per row, one quad, 3 idle warps
       {{9, 5120, 2880, true, false, A::No}, true},       // decoded chunk + cuBLASLt (rmsnorm kernel first)
+      {{9, 12000, 2880, true, false, A::No}, false},     // two decoded chunks, each with its slice of the bias
       {{64, 2880, 4096, true, false, A::IntoOut}, false},// prefill, accumulate
       {{9, 37, 96, false, true, A::No}, false},          // cuBLASLt odd, f32 out
   };
@@ -192,6 +195,7 @@ TEST(CudaDense, ComparisonCatchesCorruptedOutput) {
 // relative per element, NMSE ~1e-6 of the output, under kLinearNmse).
 struct NormCase {
   int64_t T, N, Kin;
+  bool f32_out = false;
 };
 
 struct NormRun {
@@ -203,9 +207,10 @@ NormRun run_norm_linear(const NormCase& c, uint64_t seed) {
   Mirror nw = bf16_weights(random_floats(size_t(c.Kin), seed + 1, 0.5f, 2.0f), {c.Kin});
   Mirror w = bf16_weights(random_floats(size_t(c.N * c.Kin), seed + 2, -0.05f, 0.05f), {c.N, c.Kin});
   Mirror b = bf16_weights(random_floats(size_t(c.N), seed + 3), {c.N});
-  Mirror out = act(random_floats(size_t(c.T * c.N), seed + 4), {c.T, c.N});
+  auto out_of = [&](const std::vector<float>& v) { return c.f32_out ? raw(v, DType::F32, {c.T, c.N}) : act(v, {c.T, c.N}); };
+  Mirror out = out_of(random_floats(size_t(c.T * c.N), seed + 4));
   Mirror xn = act(std::vector<float>(size_t(c.T * c.Kin)), {c.T, c.Kin});
-  Mirror ref = act(std::vector<float>(size_t(c.T * c.N)), {c.T, c.N});
+  Mirror ref = out_of(std::vector<float>(size_t(c.T * c.N)));
   EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}}).ok());
   EXPECT_TRUE(ops::linear({.x = x.cpu, .w = w.cpu, .bias = b.cpu, .out = out.cpu, .norm = {.weight = nw.cpu}}).ok());
   // The unfused CUDA ops: rmsnorm kernel, then linear.
@@ -224,6 +229,8 @@ TEST(CudaDense, LinearWithInputNormMatchesReference) {
       {1, 33, 8},       // one 16-byte chunk per row
       {4, 5120, 2880},  // rmsnorm + cuBLASLt
       {64, 5120, 2880}, // prefill
+      {5, 40, 64, true},  // f32 out: the bias rows written as f32 by the rmsnorm kernel, 8 at a time
+      {6, 37, 72, true},  // f32 out, a bias length that is not a multiple of 8
   };
   uint64_t seed = 500;
   for (const NormCase& c : cases) {

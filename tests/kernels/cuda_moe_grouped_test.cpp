@@ -173,11 +173,12 @@ TEST_P(CudaMoeGrouped, OddSmallSizes) {
   // expert on average) take the 16-row tiles, with 9..16 rows in the last two (the tile's second
   // m16 half) and K tails of 1..3 blocks in a 4-block stage; Shape{133, 96, 160, 2, 2} and
   // the two after it (64 pairs per expert or more) the 128-row tiles: full, partial and nearly
-  // empty ones.
+  // empty ones. E = 70 and 1000: the routing's offset scan over several rounds of 32 experts, the
+  // last one partial, with idle experts in between.
   for (const Shape& s : {Shape{7, 64, 96, 5, 2}, Shape{1, 32, 32, 3, 3}, Shape{70, 160, 64, 8, 4},
                          Shape{133, 96, 160, 6, 3}, Shape{45, 224, 288, 9, 8}, Shape{133, 96, 160, 2, 2},
                          Shape{300, 64, 96, 3, 3}, Shape{260, 224, 288, 4, 1}, Shape{40, 224, 288, 6, 2},
-                         Shape{21, 96, 160, 4, 3}}) {
+                         Shape{21, 96, 160, 4, 3}, Shape{50, 64, 96, 70, 4}, Shape{600, 32, 64, 1000, 2}}) {
     const Experts ex = make_experts(s, 2000 + s.D);
     const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2100 + s.T), 2200 + s.F);
     const std::vector<float> gpu = run_gpu(ex, in, Path::Grouped), cpu = run_cpu(ex, in);

@@ -7,6 +7,8 @@ namespace {
 
 __global__ void bias_broadcast(void* out, bool out_f32, const __nv_bfloat16* bias, bool accumulate, int64_t T,
                                int64_t N) {
+  dev::pdl_wait();  // out may be what the kernel before writes (the residual stream)
+  dev::pdl_launch_dependents();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * N) return;
   const float b = bias ? __bfloat162float(bias[i % N]) : 0.0f;
@@ -25,9 +27,8 @@ cudaError_t run_bias_broadcast(void* out, bool out_f32, const void* bias, bool a
                                cudaStream_t s) {
   const int64_t n = T * N;
   if (n == 0) return cudaSuccess;
-  bias_broadcast<<<unsigned((n + 255) / 256), 256, 0, s>>>(out, out_f32, static_cast<const __nv_bfloat16*>(bias),
-                                                           accumulate, T, N);
-  return cudaGetLastError();
+  return launch_pdl(bias_broadcast, dim3(unsigned((n + 255) / 256)), dim3(256), 0, s, out, out_f32,
+                    static_cast<const __nv_bfloat16*>(bias), accumulate, T, N);
 }
 
 }  // namespace mx::cuda::kern

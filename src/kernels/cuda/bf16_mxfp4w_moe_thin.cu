@@ -66,6 +66,12 @@ __device__ __forceinline__ void cp_async16_l2wide(uint32_t dst, const void* src,
 // bf16_mxfp4w_moe_grouped.cu).
 template <bool kGateUp>
 __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGroupedParams p) {
+  // gate_up needs the route's tiles. down (launched while gate_up's last blocks run) may read them
+  // before its wait: the route kernel was complete before any gate_up block passed its own.
+  if constexpr (kGateUp) {
+    dev::pdl_wait();
+    dev::pdl_launch_dependents();
+  }
   if (int(blockIdx.y) >= *p.num_tiles) return;
   const GroupedTile tile = tile_of<kGateUp>(p);
   const int e = tile.e, row0 = tile.row0, rows = tile.rows, N = tile.N, Kd = tile.Kd, G = tile.G;
@@ -108,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
 #pragma unroll
   for (int i = 0; i < 4; ++i) b_row_ok[i] = tid / 4 + 32 * i < rows_n;
   const uint32_t b_dst = uint32_t(kAChunks + tid) * 16;
-  auto load_stage = [&](int kt, int slot) {
+  auto load_a = [&](int kt, int slot) {
     const uint32_t st = sbase + uint32_t(slot * kStageChunks * 16);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -117,6 +123,9 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
       // a disabled copy still names a valid address: its row's start (a_off - 8j = a_off + a_lim - Kd)
       dev::cp_async16(st + a_dst[i], a_base + a_off[i] + (ok ? kt * kBK : a_lim[i] - Kd), ok);
     }
+  };
+  auto load_b = [&](int kt, int slot) {
+    const uint32_t st = sbase + uint32_t(slot * kStageChunks * 16);
     const bool blk_ok = 4 * kt < b_lim;  // blocks past K are zero-filled
     const uint4* src = blk_ok ? b_src + 4 * kt : wblocks;
 #pragma unroll
@@ -134,15 +143,28 @@ __global__ void __launch_bounds__(kThreads, 4) bf16_mxfp4w_moe_thin_gemm(MoeGrou
   float acc[kNT][4] = {};
   const bool two_m = rows > 8;  // pair rows 8..15 exist: the m16 tile's lower half is not all zero
 
+  // The first stages' weights (and the scales above) are requested before down waits for gate_up's
+  // act rows: they stream while gate_up's last blocks finish. The first commit group holds them.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < KT) load_b(s, s);
+  if constexpr (!kGateUp) {
+    dev::pdl_wait();
+    dev::pdl_launch_dependents();
+  }
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < KT) load_stage(s, s);
+    if (s < KT) load_a(s, s);
     dev::cp_async_commit();
   }
   for (int kt = 0, slot = 0; kt < KT; ++kt, slot = slot == kStages - 1 ? 0 : slot + 1) {
     dev::cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (kt + kStages - 1 < KT) load_stage(kt + kStages - 1, slot == 0 ? kStages - 1 : slot - 1);
+    if (kt + kStages - 1 < KT) {
+      const int next = slot == 0 ? kStages - 1 : slot - 1;
+      load_a(kt + kStages - 1, next);
+      load_b(kt + kStages - 1, next);
+    }
     dev::cp_async_commit();
 
     const uint4* st = smem + slot * kStageChunks;

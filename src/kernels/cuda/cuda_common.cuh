@@ -246,9 +246,13 @@ inline cudaError_t launch_grouped_gemms(void (*gate_up)(MoeGroupedParams), void 
   cudaError_t err = cudaFuncSetAttribute(gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err == cudaSuccess) err = cudaFuncSetAttribute(down, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  gate_up<<<dim3(unsigned((2 * p.F + kRows - 1) / kRows), unsigned(p.max_tiles)), threads, smem, s>>>(p);
-  down<<<dim3(unsigned((p.D + kRows - 1) / kRows), unsigned(p.max_tiles)), threads, smem, s>>>(p);
-  return cudaGetLastError();
+  // Both as programmatic dependents: each kernel waits (griddepcontrol.wait) before it reads what
+  // the kernel before it writes, so a launch overlaps the tail of the one before.
+  err = launch_pdl(gate_up, dim3(unsigned((2 * p.F + kRows - 1) / kRows), unsigned(p.max_tiles)), dim3(threads),
+                   size_t(smem), s, p);
+  if (err != cudaSuccess) return err;
+  return launch_pdl(down, dim3(unsigned((p.D + kRows - 1) / kRows), unsigned(p.max_tiles)), dim3(threads),
+                    size_t(smem), s, p);
 }
 
 }  // namespace mx::cuda::kern

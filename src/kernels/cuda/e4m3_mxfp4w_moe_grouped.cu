@@ -108,6 +108,8 @@ __global__ void bf16_moe_expand_e4m3(MoeGroupedParams p) {
 // decoded E4M3 bytes (raw MXFP4 loaded to registers one stage ahead), and both sides' scales.
 template <bool kGateUp>
 __global__ void __launch_bounds__(kThreads, 2) e4m3_mxfp4w_moe_grouped_gemm(MoeGroupedParams p) {
+  dev::pdl_wait();  // the expanded activations (and gate_up's act rows for down)
+  dev::pdl_launch_dependents();
   if (int(blockIdx.y) >= *p.num_tiles) return;
   const GroupedTile tile = tile_of<kGateUp>(p);
   const int e = tile.e, row0 = tile.row0, rows = tile.rows, N = tile.N, Kd = tile.Kd, G = tile.G;

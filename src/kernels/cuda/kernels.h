@@ -41,6 +41,12 @@ struct RmsNormParams {
   void* out;           // (T, D) bf16, may alias x
   int64_t T, D;
   float eps;
+  // Optional, the bias pre-pass of the GEMM this norm feeds (launch_dense.cpp): bias_out (T,
+  // bias_n) = bias (bias_n) bf16 broadcast, written as bf16 or f32; in the same launch.
+  const void* bias = nullptr;
+  void* bias_out = nullptr;
+  bool bias_out_f32 = false;
+  int64_t bias_n = 0;
 };
 cudaError_t run_bf16_bf16w_rmsnorm(const RmsNormParams& p, cudaStream_t s);
 

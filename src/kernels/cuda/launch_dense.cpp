@@ -171,7 +171,8 @@ Status lt_matmul(const void* w, int64_t n, const void* x, int64_t T, int64_t Kin
 
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }
 
-// out (T, N) = x' . W^T + bias (+ out): the bias pre-pass, with an input norm the rmsnorm kernel
+// out (T, N) = x' . W^T + bias (+ out): the bias pre-pass (in the rmsnorm kernel's launch when
+// there is an input norm and out is not accumulated), with an input norm the rmsnorm kernel
 // writing x' to the workspace, then cuBLASLt — on the BF16 weights, or for MXFP4 weights on chunks
 // of rows decoded into the workspace (multiples of 128 rows, so every chunk's out columns start
 // 256-byte aligned).
@@ -180,8 +181,8 @@ Status launch_linear_gemm(const ops::LinearArgs& a) {
   const bool norm = !a.norm.weight.empty(), mxfp4 = ops::is_mxfp4(a.w_scales);
   const size_t xn_bytes = norm ? round256(size_t(T * Kin) * 2) : 0;
   const bool out_f32 = a.out.dtype == DType::F32, acc = a.accumulate == ops::Accumulate::IntoOut;
-  const bool bias = !a.bias.empty();
-  if (bias)  // out = bias or out += bias first, then the GEMM adds into it (beta = 1)
+  const bool bias = !a.bias.empty(), bias_in_norm = bias && norm && !acc;
+  if (bias && !bias_in_norm)  // out = bias or out += bias first, then the GEMM adds into it (beta = 1)
     MX_TRY(kernel_status("bias_broadcast",
                          kern::run_bias_broadcast(a.out.data, out_f32, a.bias.data, acc, T, N, stream())));
   const float beta = (bias || acc) ? 1.0f : 0.0f;
@@ -192,7 +193,8 @@ Status launch_linear_gemm(const ops::LinearArgs& a) {
     void* xn = static_cast<char*>(ws) + kCublasLtWorkspace;
     const kern::RmsNormParams p{.x = a.x.data, .weight = a.norm.weight.data,
                                 .weight_f32 = a.norm.weight.dtype == DType::F32, .out = xn, .T = T, .D = Kin,
-                                .eps = a.norm.eps};
+                                .eps = a.norm.eps, .bias = bias_in_norm ? a.bias.data : nullptr,
+                                .bias_out = a.out.data, .bias_out_f32 = out_f32, .bias_n = N};
     MX_TRY(kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream())));
     x = xn;
   }
