@@ -117,10 +117,11 @@ inline constexpr int kAttnMaxSplits = 64;          // key-range splits per (toke
 inline constexpr int kAttnMergeCounters = 4096;    // (token, kv head) pairs merged by their split blocks
 inline constexpr int kAttnMinKeysPerSplit = 128;   // keys per split block at least (256 measured the same)
 inline constexpr int kAttnPartialFloats = kAttnHeadDim + 4;  // a split's m, l, 2 unused, o[Dh]: 16-byte rows
+// Kept at 128 bytes, sinks_f32 in the tail padding: at 136 (kv_scales added with sinks_f32 after
+// sinks) the BF16 decode kernel compiled to slower code, 120b batch 1 -0.5% (PERFORMANCE.md run 30).
 struct AttentionParams {
   const void* qkv;  // (T, (H + 2 Hkv) Dh) bf16
   const void* sinks;  // (H) bf16 or f32
-  bool sinks_f32;
   const int32_t* positions;
   const int32_t* seq_index;
   const int32_t* block_tables;
@@ -132,7 +133,9 @@ struct AttentionParams {
   int64_t T, max_blocks, block_size;
   int H, Hkv, window, splits;
   float scale;
+  bool sinks_f32;
 };
+static_assert(sizeof(AttentionParams) == 128, "see above");
 cudaError_t run_bf16_attention_decode(const AttentionParams& p, cudaStream_t s);
 
 // bf16_attention_prefill.cu: tiled (FlashAttention-2-style) attention for many tokens per call,

@@ -78,7 +78,7 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
   const int splits = attention_splits(T, a.n_kv_heads, max_keys, a.cache.fp8());
   void* ws;
   MX_ASSIGN(ws, workspace(size_t(T) * a.n_heads * splits * kern::kAttnPartialFloats * sizeof(float)));
-  const kern::AttentionParams p{.qkv = a.qkv.data, .sinks = a.sinks.data, .sinks_f32 = a.sinks.dtype == DType::F32,
+  const kern::AttentionParams p{.qkv = a.qkv.data, .sinks = a.sinks.data,
                                 .positions = a.batch.positions.ptr<const int32_t>(),
                                 .seq_index = a.batch.seq_index.ptr<const int32_t>(),
                                 .block_tables = a.batch.block_tables.ptr<const int32_t>(),
@@ -87,7 +87,7 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
                                 .partials = static_cast<float*>(ws), .T = T,
                                 .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1),
                                 .H = a.n_heads, .Hkv = a.n_kv_heads, .window = a.window, .splits = splits,
-                                .scale = a.scale};
+                                .scale = a.scale, .sinks_f32 = a.sinks.dtype == DType::F32};
   return kernel_status("bf16_attention_decode", kern::run_bf16_attention_decode(p, stream()));
 }
 
