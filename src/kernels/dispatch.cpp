@@ -44,10 +44,11 @@ constexpr int64_t kLinearGemvMaxTokens = 4;
 // bf16_mxfp4w_gemv at T = 1). Above it the weights are decoded to BF16 chunks for cuBLASLt, which
 // writes and reads ~4x the MXFP4 bytes again: the GEMVs keep every T they can.
 constexpr int64_t kLinearMxfp4GemvMaxTokens = 8;
-// Tokens up to which moe_router runs as one kernel (bf16_bf16w_norm_router_topk: every block
-// normalises all T tokens and reads its router row once) instead of rmsnorm -> linear ->
-// router_topk. The kernel's limit (8); measured on the H100 at 120b/20b sizes with the
-// DISABLED_ThresholdSweep test of tests/kernels/cuda_router_test.cpp (docs/PERFORMANCE.md).
+// Tokens up to which moe_router's norm + GEMV run as one kernel (bf16_bf16w_norm_router: every
+// block normalises all T tokens and reads its router row once) instead of rmsnorm -> linear. The
+// kernel's limit (8); measured on the H100 at 120b/20b sizes with the DISABLED_ThresholdSweep test of
+// tests/kernels/cuda_router_test.cpp (run 31: fused 6.8 vs 8.4 us at T = 8, E = 128; a version with
+// 8-token chunks and 4 rows a block took 22 us at T = 64 against 8.9, latency-bound per block).
 constexpr int64_t kMoeRouterFusedMaxTokens = 8;
 // Tokens above which the MoE sorts the (token, slot) pairs by expert and runs grouped GEMMs (each
 // expert's weights read once per tile of pairs) instead of the per-(token, slot) GEMVs. Measured on
@@ -388,13 +389,18 @@ Status moe_router(const MoeRouterArgs& a) {
   const double bytes =
       nbytes({&a.x, &a.norm_weight, &a.w, &a.w_scales, &a.bias, &a.xn, &a.logits, &a.ids, &a.weights});
   if (dev == Device::CPU) return route("moe_router", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
+  bool fused = false;
 #ifdef MXSERVE_HAVE_CUDA
-  if (T <= kMoeRouterFusedMaxTokens && cuda::moe_router_fused_supported(a))
-    return route("moe_router_fused", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
+  fused = T <= kMoeRouterFusedMaxTokens && cuda::moe_router_fused_supported(a);
 #endif
-  // The three ops in a row (each routed, and profiled, on its own).
-  MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
-  MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits, .w_scales = a.w_scales}));
+  if (fused) {  // norm + router GEMV in one kernel
+    MoeRouterArgs logits_only = a;
+    logits_only.ids = logits_only.weights = {};
+    MX_TRY(route("moe_router_fused", dev, logits_only, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes));
+  } else {  // the two ops in a row (each routed, and profiled, on its own)
+    MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
+    MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits, .w_scales = a.w_scales}));
+  }
   if (!topk) return ok_status();
   return router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights});
 }
@@ -427,11 +433,7 @@ Status moe(const MoeArgs& a) {
     MX_CHECK(a.ids.dim(1) >= 1 && a.ids.dim(1) <= a.logits.dim(1), "moe: k={} with {} experts", a.ids.dim(1),
              a.logits.dim(1));
     // The CUDA GEMV kernels select in their prologue; elsewhere router_topk runs first.
-    bool in_kernel = false;
-#ifdef MXSERVE_HAVE_CUDA
-    in_kernel = dev == Device::CUDA && T <= kMoeGroupedMinTokens && cuda::moe_selects_supported(a);
-#endif
-    if (!in_kernel) {
+    if (!moe_selects_from_logits(dev, T, a.logits.dim(1))) {
       MX_TRY(router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights}));
       MoeArgs b = a;
       b.logits = {};
@@ -455,6 +457,15 @@ Status moe(const MoeArgs& a) {
   }
   if (dev == Device::CUDA) b.activation = MoeActivation::BF16;  // the decode GEMVs
   return route(b.activation == MoeActivation::FP8 ? "moe_fp8" : "moe", dev, b, cpu::moe, MX_CUDA_FN(moe), bytes);
+}
+
+bool moe_selects_from_logits(Device dev, int64_t T, int64_t E) {
+#ifdef MXSERVE_HAVE_CUDA
+  return dev == Device::CUDA && T <= kMoeGroupedMinTokens && cuda::moe_selects_supported(E);
+#else
+  (void)dev, (void)T, (void)E;
+  return false;
+#endif
 }
 
 void set_moe_activation(MoeActivation a) { g_moe_activation = a == MoeActivation::Default ? MoeActivation::BF16 : a; }
@@ -654,9 +665,9 @@ std::vector<std::string> dispatch_summary(Device device) {
       fmt::format("qkv_projection: T <= {} -> bf16_bf16w_gemv with the attention RMSNorm, RoPE and the KV-cache "
                   "write fused, else linear -> qkv_rope_cache",
                   kLinearGemvMaxTokens),
-      fmt::format("moe_router: T <= {} -> bf16_bf16w_norm_router_topk (rmsnorm + router GEMV + top-k in one "
-                  "kernel), else rmsnorm -> linear -> router_topk",
-                  kMoeRouterFusedMaxTokens),
+      fmt::format("moe_router: T <= {} -> bf16_bf16w_norm_router (rmsnorm + router GEMV in one kernel), else "
+                  "rmsnorm -> linear; then router_topk where moe does not select from the logits (T > {})",
+                  kMoeRouterFusedMaxTokens, kMoeGroupedMinTokens),
       fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else {} (device routing + "
                   "grouped MXFP4 GEMM, {})",
                   kMoeGroupedMinTokens,
@@ -669,7 +680,7 @@ std::vector<std::string> dispatch_summary(Device device) {
                   kAttentionPrefillMinTokensPerSeq, prefill_attention_kernel()),
       fmt::format("MXFP4 dense weights (--mxfp4-layers): linear and qkv_projection T = 1 -> bf16_mxfp4w_gemv, "
                   "T <= {} -> bf16_mxfp4w_gemv_mma (tensor cores; same fusions), else mxfp4_rows_to_bf16 chunks + cuBLASLt; moe_router as for BF16 "
-                  "(bf16_bf16w_norm_router_topk decodes MXFP4 rows); embed -> mxfp4_rows_to_bf16",
+                  "(bf16_bf16w_norm_router decodes MXFP4 rows); embed -> mxfp4_rows_to_bf16",
                   kLinearMxfp4GemvMaxTokens),
       "rmsnorm (final norm), silu_mul, sample, logprobs_topk, logits_process, logprobs_chosen: one kernel each",
   };

@@ -305,6 +305,10 @@ struct MoeArgs {
   MoeActivation activation = MoeActivation::Default;
 };
 Status moe(const MoeArgs& a);
+// Whether moe, given router logits, selects the experts inside its own kernels (the CUDA decode
+// GEMVs, T <= the grouped threshold): the forward then stops the router at the logits. Otherwise
+// the router writes the top-k ids and weights (moe_router with ids) and moe takes them.
+bool moe_selects_from_logits(Device dev, int64_t T, int64_t E);
 
 // Copies rows: out[i] = x[rows[i]] (selecting which tokens need logits).
 struct GatherRowsArgs {

@@ -1,9 +1,9 @@
 // gpt-oss forward (GPTOSS_SPEC §4.1): embed -> per layer [RMSNorm -> qkv -> RoPE + cache write ->
 // attention with sinks (window on sliding layers) -> o_proj + residual -> RMSNorm -> router top-k
 // -> MXFP4 experts + residual] -> final RMSNorm -> lm_head. The attention norm + qkv + RoPE + cache
-// write is one op (qkv_projection) and the MoE norm + router another (moe_router): decode runs
-// each as one kernel; the top-k over the router logits belongs to the experts op (ops::moe), whose
-// decode kernels select the experts themselves. With tensor parallelism (a.tp) each rank runs this
+// write is one op (qkv_projection) and the MoE norm + router + top-k another (moe_router): decode
+// runs each as one kernel; where the experts' decode kernels select from the router logits
+// themselves (ops::moe_selects_from_logits), the router stops at the logits. With tensor parallelism (a.tp) each rank runs this
 // over its shard: the o projection and the experts write partial sums that an all-reduce adds to
 // the residual stream on every rank, and lm_head's vocabulary slices are gathered on rank 0.
 #include "model/forward.h"
@@ -107,7 +107,9 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
       MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut,
                           .w_scales = L.o_w_scales}));
     }
-    // MoE block.
+    // MoE block: router -> top-k -> experts. Where the experts' kernels select from the logits
+    // themselves (CUDA decode GEMVs), the router stops at the logits; else it writes the top-k.
+    const bool experts_select = ops::moe_selects_from_logits(x.device, T, router.dim(1));
     MX_TRY(ops::moe_router({.x = x,
                             .norm_weight = L.mlp_norm,
                             .eps = eps,
@@ -115,7 +117,9 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                             .w_scales = L.router_w_scales,
                             .bias = L.router_b,
                             .xn = xn,
-                            .logits = router}));
+                            .logits = router,
+                            .ids = experts_select ? Tensor() : top_ids,
+                            .weights = experts_select ? Tensor() : top_w}));
     Tensor experts_out = x;
     if (tp) {
       MX_ASSIGN(experts_out, tp->partial(ops::PartialSlot::Experts, T));
@@ -123,7 +127,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
     MX_TRY(ops::moe({.x = xn,
                      .ids = top_ids,
                      .weights = top_w,
-                     .logits = router,
+                     .logits = experts_select ? router : Tensor(),
                      .w = L.experts,
                      .swiglu_limit = c.swiglu_limit,
                      .swiglu_alpha = c.swiglu_alpha,

@@ -1,5 +1,5 @@
-// CUDA moe_router (rmsnorm -> router GEMV -> top-k + softmax, or without the top-k; one kernel for
-// T <= 8, the ops in a row above) against the CPU reference on fresh seeded inputs: gpt-oss sizes
+// CUDA moe_router (rmsnorm -> router GEMV [-> top-k + softmax]; the norm and GEMV as one kernel,
+// bf16_bf16w_norm_router, for T <= 8, two ops above; router_topk after either when asked for) against the CPU reference on fresh seeded inputs: gpt-oss sizes
 // (D 2880, E 128 / 32, K 4)
 // and odd ones, forced ties, bf16 and f32 logits, back-to-back calls, a corrupted-output check.
 #include <gtest/gtest.h>
@@ -107,6 +107,7 @@ TEST(CudaRouter, MoeRouterMatchesReference) {
       {1, 2880, 32, 4, true, false},   // 20b decode (fused)
       {2, 2880, 128, 4, true, true},   // f32 logits (fused)
       {8, 2880, 32, 4, true, false},   // the fused kernel's token limit
+      {64, 2880, 128, 4, true, true},  // a decode batch of 64 (the grouped MoE path's router)
       {3, 72, 5, 3, true, false},      // odd sizes (fused)
       {5, 200, 256, 8, false, true},   // E and K at the kernel limits, no bias (fused)
       {1, 4096, 7, 1, true, false},    // D at the kernel limit, K = 1
@@ -139,7 +140,7 @@ TEST(CudaRouter, TiedRowsKeepTheLowerIndexFirst) {
 TEST(CudaRouter, BackToBackCallsEachFinish) {
   MX_REQUIRE_CUDA();
   // Queued without a host sync in between (the second starts in the first's tail, PDL): each call
-  // must find its own last block (the arrival counter is reset by the previous call).
+  // reads the x its own inputs hold and writes its own outputs.
   const RouterCase c{1, 2880, 128, 4, true, false};
   std::vector<RouterRun> runs;
   for (int i = 0; i < 3; ++i) runs.push_back(run_router(c, 300 + 10 * uint64_t(i)));
@@ -157,13 +158,14 @@ TEST(CudaRouter, ComparisonCatchesCorruptedOutput) {
   EXPECT_NE(r.ids_gpu, r.ids_ref);
 }
 
-// Times moe_router at decode sizes (fused kernel vs rmsnorm -> linear -> router_topk) inside CUDA
-// graphs, router weights rotated over 96 copies (71 MB at E = 128, past L2), as in a decode step.
-// Prints a table for PERFORMANCE.md: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
+// Times moe_router at decode sizes as the forward calls it (F32 logits; the MoE GEMVs select):
+// the fused kernel against rmsnorm -> linear, inside CUDA graphs, router weights rotated over 96
+// copies (71 MB at E = 128, past L2), as in a decode step. Prints a table for the performance
+// notes: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
 TEST(CudaRouter, DISABLED_ThresholdSweep) {
   MX_REQUIRE_CUDA();
-  const int D = 2880, K = 4, kCopies = 96;
-  std::printf("| E | T | rmsnorm + linear + router_topk us | fused us |\n|---|---|---|---|\n");
+  const int D = 2880, kCopies = 96;
+  std::printf("| E | T | rmsnorm + linear us | fused us |\n|---|---|---|---|\n");
   for (const int E : {128, 32}) {
     std::vector<Mirror> ws;
     for (int i = 0; i < kCopies; ++i)
@@ -173,20 +175,17 @@ TEST(CudaRouter, DISABLED_ThresholdSweep) {
     for (const int64_t T : {1, 2, 4, 8}) {
       Mirror x = act(random_floats(size_t(T * D), 2200, -3.0f, 3.0f), {T, D});
       Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
-      Mirror logits = act(std::vector<float>(size_t(T * E)), {T, E});
-      Mirror ids = raw(std::vector<int32_t>(size_t(T * K)), DType::I32, {T, K});
-      Mirror wts = raw(std::vector<float>(size_t(T * K)), DType::F32, {T, K});
+      Mirror logits = raw(std::vector<float>(size_t(T * E)), DType::F32, {T, E});
       const double unfused = graph_us_per_call(
           [&](int i) -> Status {
             MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-            MX_TRY(ops::linear({.x = xn.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu, .out = logits.gpu}));
-            return ops::router_topk({.logits = logits.gpu, .ids = ids.gpu, .weights = wts.gpu});
+            return ops::linear({.x = xn.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu, .out = logits.gpu});
           },
           kCopies, 10);
       const double fused = graph_us_per_call(
           [&](int i) {
             return ops::moe_router({.x = x.gpu, .norm_weight = nw.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu,
-                                    .xn = xn.gpu, .logits = logits.gpu, .ids = ids.gpu, .weights = wts.gpu});
+                                    .xn = xn.gpu, .logits = logits.gpu});
           },
           kCopies, 10);
       std::printf("| %d | %lld | %.2f | %.2f |\n", E, static_cast<long long>(T), unfused, fused);

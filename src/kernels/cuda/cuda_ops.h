@@ -51,11 +51,12 @@ Status attention_prefill(const ops::AttentionArgs& a, PrefillKernel kernel = Pre
 bool attention_prefill_wgmma_available();
 bool attention_prefill_supported(const ops::AttentionArgs& a);  // head_dim, group size, alignment
 Status router_topk(const ops::RouterTopkArgs& a);
-// moe_router for T <= kern::kRouterFusedMaxTokens: bf16_bf16w_norm_router_topk (launch_router.cpp)
+// moe_router's norm + router GEMV for T <= kern::kRouterFusedMaxTokens: bf16_bf16w_norm_router
+// (launch_router.cpp); the top-k, when asked for, runs after it (router_topk)
 Status moe_router_fused(const ops::MoeRouterArgs& a);
 bool moe_router_fused_supported(const ops::MoeRouterArgs& a);  // the fused kernel's contract
 Status moe(const ops::MoeArgs& a);
-bool moe_selects_supported(const ops::MoeArgs& a);  // moe can select from a.logits (E <= kTopkMaxExperts)
+bool moe_selects_supported(int64_t E);  // moe can select from E experts' logits (E <= kTopkMaxExperts)
 Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)
 // The BF16 grouped GEMMs: wgmma where this build's sm_90a code runs on the device (kAuto), else
 // mma.sync. A process setting so that tests and benches can pin one under ops::moe.

@@ -184,13 +184,11 @@ struct RouterTopkParams {
 };
 cudaError_t run_bf16_router_topk(const RouterTopkParams& p, cudaStream_t s);
 
-// bf16_bf16w_norm_router_topk.cu: the MoE block's entry in one kernel for T <= kRouterFusedMaxTokens:
-// xn = rmsnorm(x) (bf16), logits = xn . W^T + bias (stored in their dtype), then the last block to
-// finish (an arrival counter in device memory, reset by that block) runs the top-k + softmax of
-// bf16_router_topk over the stored logits. Calls must not overlap (one engine stream).
+// bf16_bf16w_norm_router.cu: the MoE block's entry in one kernel for T <= kRouterFusedMaxTokens:
+// xn = rmsnorm(x) (bf16), logits = xn . W^T + bias (stored in their dtype).
 inline constexpr int kRouterFusedMaxTokens = 8;
 inline constexpr int kRouterFusedMaxD = 4096;  // 2 16-byte chunks per thread of 256
-struct NormRouterTopkParams {
+struct NormRouterParams {
   const void* x;            // (T, D) bf16
   const void* norm_weight;  // (D) bf16
   float eps;
@@ -199,13 +197,11 @@ struct NormRouterTopkParams {
   void* xn;          // (T, D) bf16 out, not aliasing x
   void* logits;      // (T, E) bf16 or f32 out
   bool logits_f32;
-  int32_t* ids;    // (T, K), or null: logits only (no top-k)
-  float* weights;  // (T, K)
   int64_t T;
-  int D, E, K;
+  int D, E;
   const void* w_scales = nullptr;  // MXFP4 router: (E, D/32) u8, w = (E, D/2) u8 (D % 32 == 0)
 };
-cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaStream_t s);
+cudaError_t run_bf16_bf16w_norm_router(const NormRouterParams& p, cudaStream_t s);
 
 // bf16_mxfp4w_moe_gemv.cu: the MXFP4 expert GEMVs straight from the top-k ids.
 inline constexpr int kMoeMaxK = 8;

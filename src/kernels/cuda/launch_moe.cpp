@@ -46,7 +46,7 @@ Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
   if (T == 0) return ok_status();
   void* act;
   MX_ASSIGN(act, workspace(size_t(T) * K * F * 2));
-  MX_CHECK(a.logits.empty() || moe_selects_supported(a),
+  MX_CHECK(a.logits.empty() || moe_selects_supported(a.logits.dim(1)),
            "bf16_mxfp4w_moe_gemv: selects from at most {} experts' logits", kern::kTopkMaxExperts);
   const kern::MoeParams p{.x = a.x.data, .ids = a.ids.ptr<int32_t>(), .weights = a.weights.ptr<float>(),
                           .logits = a.logits.empty() ? nullptr : a.logits.data,
@@ -66,6 +66,6 @@ Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
 
 Status router_topk(const ops::RouterTopkArgs& a) { return launch_bf16_router_topk(a); }
 Status moe(const ops::MoeArgs& a) { return launch_bf16_mxfp4w_moe_gemv(a); }
-bool moe_selects_supported(const ops::MoeArgs& a) { return a.logits.dim(1) <= kern::kTopkMaxExperts; }
+bool moe_selects_supported(int64_t E) { return E <= kern::kTopkMaxExperts; }
 
 }  // namespace mx::cuda

@@ -1,6 +1,7 @@
-// Launcher of the fused MoE router (moe_router for decode: bf16_bf16w_norm_router_topk, with or
-// without the top-k); checks the kernel's contract. dispatch.cpp routes larger T, or shapes outside
-// the contract, through rmsnorm -> linear (-> router_topk) instead.
+// Launcher of the fused MoE router (moe_router's norm + router GEMV for decode:
+// bf16_bf16w_norm_router); checks the kernel's contract. dispatch.cpp routes larger T, or shapes
+// outside the contract, through rmsnorm -> linear instead, and runs router_topk after either when
+// the call asks for the top-k.
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
@@ -8,12 +9,10 @@ namespace {
 
 // The contract, with the reason it fails (empty when the kernel can run).
 std::string fused_contract_violation(const ops::MoeRouterArgs& a) {
-  const int64_t T = a.x.dim(0), D = a.x.dim(1), E = a.w.dim(0), K = a.ids.empty() ? 1 : a.ids.dim(1);
+  const int64_t T = a.x.dim(0), D = a.x.dim(1);
   if (T > kern::kRouterFusedMaxTokens) return fmt::format("{} tokens > {}", T, kern::kRouterFusedMaxTokens);
   if (D % 8 != 0 || D > kern::kRouterFusedMaxD)
     return fmt::format("D={} (needs D % 8 == 0, D <= {})", D, kern::kRouterFusedMaxD);
-  if (E > kern::kTopkMaxExperts || K > kern::kTopkMaxK)
-    return fmt::format("E={} K={} beyond {} / {}", E, K, kern::kTopkMaxExperts, kern::kTopkMaxK);
   if (a.norm_weight.dtype != DType::BF16) return "the norm weight is not bf16";
   if (!aligned16(a.x.data) || !aligned16(a.norm_weight.data) || !aligned16(a.w.data) || !aligned16(a.xn.data))
     return "x, norm weight, w and xn must be 16-byte aligned";
@@ -22,22 +21,21 @@ std::string fused_contract_violation(const ops::MoeRouterArgs& a) {
   return {};
 }
 
-Status launch_bf16_bf16w_norm_router_topk(const ops::MoeRouterArgs& a) {
+Status launch_bf16_bf16w_norm_router(const ops::MoeRouterArgs& a) {
   const std::string bad = fused_contract_violation(a);
-  MX_CHECK(bad.empty(), "bf16_bf16w_norm_router_topk: {}", bad);
-  const kern::NormRouterTopkParams p{.x = a.x.data, .norm_weight = a.norm_weight.data, .eps = a.eps, .w = a.w.data,
-                                     .bias = a.bias.data, .xn = a.xn.data, .logits = a.logits.data,
-                                     .logits_f32 = a.logits.dtype == DType::F32, .ids = a.ids.ptr<int32_t>(),
-                                     .weights = a.weights.ptr<float>(), .T = a.x.dim(0), .D = int(a.x.dim(1)),
-                                     .E = int(a.w.dim(0)), .K = a.ids.empty() ? 1 : int(a.ids.dim(1)),
-                                     .w_scales = ops::is_mxfp4(a.w_scales) ? a.w_scales.data : nullptr};
-  return kernel_status("bf16_bf16w_norm_router_topk", kern::run_bf16_bf16w_norm_router_topk(p, stream()));
+  MX_CHECK(bad.empty(), "bf16_bf16w_norm_router: {}", bad);
+  const kern::NormRouterParams p{.x = a.x.data, .norm_weight = a.norm_weight.data, .eps = a.eps, .w = a.w.data,
+                                 .bias = a.bias.data, .xn = a.xn.data, .logits = a.logits.data,
+                                 .logits_f32 = a.logits.dtype == DType::F32, .T = a.x.dim(0), .D = int(a.x.dim(1)),
+                                 .E = int(a.w.dim(0)),
+                                 .w_scales = ops::is_mxfp4(a.w_scales) ? a.w_scales.data : nullptr};
+  return kernel_status("bf16_bf16w_norm_router", kern::run_bf16_bf16w_norm_router(p, stream()));
 }
 
 }  // namespace
 
 bool moe_router_fused_supported(const ops::MoeRouterArgs& a) { return fused_contract_violation(a).empty(); }
 
-Status moe_router_fused(const ops::MoeRouterArgs& a) { return launch_bf16_bf16w_norm_router_topk(a); }
+Status moe_router_fused(const ops::MoeRouterArgs& a) { return launch_bf16_bf16w_norm_router(a); }
 
 }  // namespace mx::cuda

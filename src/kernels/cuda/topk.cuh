@@ -1,6 +1,5 @@
-// Warp-level top-k + softmax over the k, shared by bf16_router_topk, the fused MoE router
-// (bf16_bf16w_norm_router_topk) and the MoE GEMVs that select from the logits themselves: the same
-// code, so all give the same ids and weights bitwise.
+// Warp-level top-k + softmax over the k, shared by bf16_router_topk and the MoE GEMVs that select
+// from the logits themselves: the same code, so both give the same ids and weights bitwise.
 #pragma once
 
 #include "kernels/cuda/cuda_common.cuh"

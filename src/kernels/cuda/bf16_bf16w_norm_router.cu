@@ -1,13 +1,12 @@
-// bf16_bf16w_norm_router_topk: the MoE block's entry (rmsnorm -> router GEMV -> top-k + softmax)
-// as one kernel for decode. Block e computes router row e for all T tokens: it normalises x itself
-// (FP32 sum of squares, the BF16 rounding of bf16_bf16w_rmsnorm), dots it with the row, stores the
-// logit; block 0 also writes xn. Unless ids is null (the MoE GEMVs select from the logits), the
-// last block to arrive (device-memory counter) runs the top-k of bf16_router_topk over the stored
-// logits and resets the counter. Launched as a programmatic
-// dependent: the router row and the norm weight load during the previous kernel's tail. With an
-// MXFP4 router (--mxfp4-layers router) a thread reads the 4-byte word of its 8 inputs and the
-// block's scale byte instead of 16 bytes of BF16, decoded as in bf16_mxfp4w_gemv.
-#include "kernels/cuda/topk.cuh"
+// bf16_bf16w_norm_router: the MoE block's entry (rmsnorm -> router GEMV) as one kernel for decode.
+// Block e computes router row e for all T tokens: it normalises x itself (FP32 sum of squares, the
+// BF16 rounding of bf16_bf16w_rmsnorm), dots it with the row, stores the logit; block 0 also writes
+// xn. The top-k is not here: the MoE GEMVs select from the logits (or bf16_router_topk runs after).
+// Launched as a programmatic dependent: the router row, its bias and the norm weight load during
+// the previous kernel's tail. With an MXFP4 router (--mxfp4-layers router) a thread reads the 4-byte
+// word of its 8 inputs and the block's scale byte instead of 16 bytes of BF16, decoded as in
+// bf16_mxfp4w_gemv.
+#include "kernels/cuda/cuda_common.cuh"
 
 namespace mx::cuda::kern {
 namespace {
@@ -15,9 +14,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kChunks = kRouterFusedMaxD / (8 * kThreads);  // 16-byte chunks of a row per thread
-
-// Blocks of the current call that have stored their logits; the last one resets it to 0.
-__device__ unsigned int g_blocks_done = 0;
 
 // v[j] <- the sum of v[j] over the block, for j < n (every thread gets the totals, in one order).
 template <int kMaxT>
@@ -43,9 +39,8 @@ __device__ __forceinline__ void block_sum(float (&v)[kMaxT], int n, float (&part
 
 // kMaxT: the token count the registers are sized for (the launch picks the smallest >= T).
 template <int kMaxT, bool kMxfp4>
-__global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRouterTopkParams p) {
+__global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router(NormRouterParams p) {
   __shared__ float partial[kWarps][kMaxT];
-  __shared__ bool last;
   const int e = blockIdx.x;  // router row (expert)
   const int T = int(p.T), kv = p.D / 8;
   const uint4* x = static_cast<const uint4*>(p.x);
@@ -67,8 +62,8 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
   const float bias = p.bias ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias)[e]) : 0.0f;
   dev::pdl_wait();
   // Dependents only after the wait: the MoE gate_up has nothing to load before it knows the experts,
-  // and its 480 blocks, released early, sat resident and waiting through the kernels before (measured:
-  // 120b tg128 331.5 -> 340.8 t/s, 20b 469.9 -> 485.3 with the release after the wait).
+  // and its 480 blocks, released early, sat resident and waiting through the kernels before (the
+  // release after the wait measured faster: docs/lab, run 6).
   dev::pdl_launch_dependents();
 
   // Sum of squares of every token.
@@ -130,40 +125,25 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_norm_router_topk(NormRout
         static_cast<__nv_bfloat16*>(p.logits)[int64_t(t) * p.E + e] = __float2bfloat16(y);
     }
   }
-  if (!p.ids) return;  // logits only: the MoE kernels select the experts
-  if (threadIdx.x == 0) {
-    __threadfence();  // the logits are visible device-wide before this block counts as done
-    last = atomicAdd(&g_blocks_done, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-
-  // The last block: top-k of every token over the stored logits (read through L2).
-  __threadfence();
-  for (int t = threadIdx.x / 32; t < T; t += kWarps)
-    dev::warp_topk_softmax(p.logits, p.logits_f32, t, p.E, p.K, p.ids + int64_t(t) * p.K, p.weights + int64_t(t) * p.K);
-  if (threadIdx.x == 0) atomicExch(&g_blocks_done, 0u);
 }
 
 template <bool kMxfp4>
-cudaError_t launch_t(const NormRouterTopkParams& p, cudaStream_t s) {
+cudaError_t launch_t(const NormRouterParams& p, cudaStream_t s) {
   const dim3 grid(unsigned(p.E)), block(kThreads);
-  if (p.T == 1) return launch_pdl(bf16_bf16w_norm_router_topk<1, kMxfp4>, grid, block, 0, s, p);
-  if (p.T == 2) return launch_pdl(bf16_bf16w_norm_router_topk<2, kMxfp4>, grid, block, 0, s, p);
-  if (p.T <= 4) return launch_pdl(bf16_bf16w_norm_router_topk<4, kMxfp4>, grid, block, 0, s, p);
+  if (p.T == 1) return launch_pdl(bf16_bf16w_norm_router<1, kMxfp4>, grid, block, 0, s, p);
+  if (p.T == 2) return launch_pdl(bf16_bf16w_norm_router<2, kMxfp4>, grid, block, 0, s, p);
+  if (p.T <= 4) return launch_pdl(bf16_bf16w_norm_router<4, kMxfp4>, grid, block, 0, s, p);
   static_assert(kRouterFusedMaxTokens == 8, "the largest instance below");
-  return launch_pdl(bf16_bf16w_norm_router_topk<8, kMxfp4>, grid, block, 0, s, p);
+  return launch_pdl(bf16_bf16w_norm_router<8, kMxfp4>, grid, block, 0, s, p);
 }
 
 }  // namespace
 
-// Requires T <= kRouterFusedMaxTokens, D % 8 == 0, D <= kRouterFusedMaxD, E <= kTopkMaxExperts,
-// K <= kTopkMaxK, 16-byte aligned x, norm weight, w and xn (checked by the launcher).
-cudaError_t run_bf16_bf16w_norm_router_topk(const NormRouterTopkParams& p, cudaStream_t s) {
+// Requires T <= kRouterFusedMaxTokens, D % 8 == 0, D <= kRouterFusedMaxD, 16-byte aligned x, norm
+// weight, w and xn (checked by the launcher).
+cudaError_t run_bf16_bf16w_norm_router(const NormRouterParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
-  if (p.T > kRouterFusedMaxTokens || p.D % 8 != 0 || p.D > kRouterFusedMaxD || p.E > kTopkMaxExperts ||
-      p.K > kTopkMaxK)
-    return cudaErrorInvalidValue;
+  if (p.T > kRouterFusedMaxTokens || p.D % 8 != 0 || p.D > kRouterFusedMaxD) return cudaErrorInvalidValue;
   if (p.w_scales && p.D % 32 != 0) return cudaErrorInvalidValue;
   return p.w_scales ? launch_t<true>(p, s) : launch_t<false>(p, s);
 }
