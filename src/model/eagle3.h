@@ -1,4 +1,4 @@
-// EAGLE-3 draft models (docs/EAGLE3.md, ../shared/EAGLE3_SPEC.md §2): the two published config
+// EAGLE-3 draft models (docs/SPECULATIVE.md, docs/spec/EAGLE3_SPEC.md §2): the two published config
 // formats, the draft's tensors checked by name, dtype and shape and placed on the target's device,
 // and which target residual-stream states (boundaries) feed it.
 #pragma once

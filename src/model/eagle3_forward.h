@@ -1,4 +1,4 @@
-// One EAGLE-3 draft step (../shared/EAGLE3_SPEC.md §3) over the ops, on any backend: the features
+// One EAGLE-3 draft step (docs/spec/EAGLE3_SPEC.md §3) over the ops, on any backend: the features
 // (the target's aux states through fc, pass 1 of a round) or the previous step's hidden state, the
 // token embedding, one llama decoder layer over the draft's own paged KV cache (RoPE of the draft's
 // config, plain causal softmax: the attention op with -inf sinks and no window), the final norm and

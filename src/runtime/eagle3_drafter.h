@@ -1,4 +1,4 @@
-// Eagle3Drafter: an EAGLE-3 draft run after every engine step (../shared/EAGLE3_SPEC.md §4). Pass 1
+// Eagle3Drafter: an EAGLE-3 draft run after every engine step (docs/spec/EAGLE3_SPEC.md §4). Pass 1
 // feeds, for every sequence of the step, the positions it kept (a prefill chunk's, or a round's
 // accepted drafts and its new token) with the target's features of those tokens (the residual
 // stream at the draft's boundaries, StepRunner::aux) and, for position p, the token of p + 1; this

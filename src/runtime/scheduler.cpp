@@ -15,7 +15,7 @@ bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.beg
 
 // Workers of the guided-decoding mask pool, leaving two cores to the engine and HTTP threads. A
 // mask takes ~0.02-0.06 ms (bench_grammar), so 64 draws give each of 8 workers ~8 of them; the cap
-// is a guess not yet measured on a many-core host (docs/PERFORMANCE.md, guided decoding).
+// is a guess not yet tuned on a many-core host (docs/lab/HOST_NOTES.md, guided decoding).
 constexpr int kMaxMaskWorkers = 8;
 int mask_workers() { return std::clamp(int(std::thread::hardware_concurrency()) - 2, 1, kMaxMaskWorkers); }
 

@@ -44,9 +44,9 @@ enum class Warmup { No, Yes };
 // The token budget of a step when the user gives none (`--max-num-batched-tokens`): 8192 on a CUDA
 // GPU with at least 70 GiB and compute capability 9.0 or later (H100, H200, B200; vLLM's server
 // default on such GPUs), else 2048. A bigger step reads each layer's expert weights once for more
-// prompt tokens: 120b on an H100 serving 256-word prompts gave 1,979 output t/s at concurrency 64
-// with 2048 and 2,515 with 8192 (docs/PERFORMANCE.md run 28); the price is longer steps while
-// prompts are prefilled (the decode streams of other requests wait for them).
+// prompt tokens, which raised 120b's serving throughput at concurrency 64 on an H100
+// (docs/lab/RUNS_21-30.md, run 28); the price is longer steps while prompts are prefilled (the
+// decode streams of other requests wait for them).
 inline constexpr int kDefaultBatchedTokens = 2048, kLargeGpuBatchedTokens = 8192;
 Result<int> default_max_num_batched_tokens(Device device);
 

@@ -121,7 +121,7 @@ TEST(CudaFixture, LongPromptMatchesCpuForward) {
 }
 
 // The FP8 activation mode of the prefill MoE (--moe-activation fp8) on the same 160-token prompt
-// against the CPU fp32 forward, next to the BF16 mode: the accuracy docs/PERFORMANCE.md states.
+// against the CPU fp32 forward, next to the BF16 mode: the accuracy docs/KERNELS.md states.
 // Bounded loosely (a broken FP8 kernel reads NMSE ~1 at every position).
 TEST(CudaFixture, LongPromptFp8MoeAccuracy) {
   if (!ops::cuda_available()) GTEST_SKIP() << "no CUDA device";

@@ -1,6 +1,6 @@
 // EAGLE-3 drafts: both config formats, the aux-layer conventions, loading (prefixes, own or borrowed
 // embedding / lm_head, d2t as I64 or I32, errors that name file and tensor), and the draft step over
-// the ops against a plain reference written from ../shared/EAGLE3_SPEC.md §3 (CPU), and CUDA against
+// the ops against a plain reference written from docs/spec/EAGLE3_SPEC.md §3 (CPU), and CUDA against
 // the CPU.
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 // The ranks run identical sequences of collectives, so the counters agree. Passing the barrier of
 // block b means every rank has started this kernel, hence finished everything before it in its
 // stream: the partial sums are complete and the previous collective's reads of them are over, so
-// one barrier per collective suffices (PERFORMANCE.md, run 25). Epochs compare by signed
+// one barrier per collective suffices (docs/lab/RUNS_21-30.md, run 25). Epochs compare by signed
 // difference, which survives the 32-bit wrap. The kernels are launched with PDL, so that they are
 // resident when the kernel ahead of them ends, but wait for it (griddepcontrol.wait: done and its
 // writes visible) before they signal; the kernel after them may launch early and waits likewise.

@@ -453,7 +453,8 @@ __global__ void __launch_bounds__(kThreads) bf16_attention_split(AttentionParams
   }
 
   // The next kernel (the o projection) may start streaming its weights now, not earlier: its
-  // prefetch would queue ahead of this kernel's latency-bound K/V loads (measured +2 us per layer).
+  // prefetch would queue ahead of this kernel's latency-bound K/V loads (docs/lab/RUNS_01-10.md,
+  // run 6).
   dev::pdl_launch_dependents();
   store_warp_partial(region, m, l, o, v_scale);
   __syncthreads();

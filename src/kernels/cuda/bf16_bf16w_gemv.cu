@@ -37,7 +37,8 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
   // Weights stream from the start (launched as a programmatic dependent: they do not depend on
   // the previous kernel); x, out and the token batch only after pdl_wait. The next kernel is
   // released after the wait, not before: released early, its blocks sat resident through this
-  // kernel's predecessor (measured +0.8% tg128 on both models with the later release).
+  // kernel's predecessor (the later release was faster on both models: docs/lab/RUNS_01-10.md,
+  // run 6).
   uint4 wv[kUnroll][kRows];
   auto load_w = [&](int64_t c0) {
 #pragma unroll
@@ -104,9 +105,9 @@ __global__ void __launch_bounds__(kThreads) bf16_bf16w_gemv(const uint4* __restr
 template <int T, InNorm kNorm, Epilogue kEpi>
 cudaError_t launch(const GemvParams& p, cudaStream_t s) {
   // Weight loads one group ahead: at T = 1 everywhere; above it only without the input norm, whose
-  // T >= 2 instances would need 122+ registers (qkv's 640 blocks then take two waves). Measured on
-  // the H100: 120b tg128 +3.7% at T = 1 (o +2.1%, qkv and lm_head +1.6%); at T = 2 +2.4% for o, and
-  // -1.3% with qkv and lm_head as well (docs/PERFORMANCE.md, run 14).
+  // T >= 2 instances would need 122+ registers (qkv's 640 blocks then take two waves). On the H100
+  // it pays for o, qkv and lm_head at T = 1 and for o alone at T = 2 (docs/lab/RUNS_11-20.md,
+  // run 14, changes 1, 5 and 5b).
   constexpr bool kAhead = T == 1 || kNorm == InNorm::No;
   const int64_t warps = (p.N + kRows - 1) / kRows;
   const size_t smem = gemv_smem_bytes(p.T, p.Kin, p.norm_weight != nullptr);

@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, i
     dev::prefetch_l2(bias + 2 * (int64_t(e) * p.F + (lane == 0 ? j0 : min(j0 + P, p.F) - 1)));
 
   // x in batches of kXBatch words per thread, all loads of a batch in flight together. The two
-  // passes are written out: one helper taking a lambda for both measured 0.6% slower end to end
-  // (PERFORMANCE.md run 12).
+  // passes are written out: one helper taking a lambda for both measured slower end to end
+  // (docs/lab/RUNS_11-20.md, run 12, change 4b).
   const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + t * p.D);
   const int xw = p.D / 8;
   float m = 0.0f;
@@ -151,9 +151,9 @@ __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, i
 
 // Grid (T, ceil(D/2 / (R*P))), block (32K, R): R row groups of K warps share one staging of the K
 // act rows (R = kMoeMaxK / K; with one group per block, the 480 blocks of a 120b layer read 11 MB of
-// act rows out of L2 at once; two groups: down 13.0 -> 12.4 us). Warp (k, g) takes rows 2i, 2i+1,
-// i in [y*R*P + g*P, +P), of expert ids[t,k]; the block then sums the K slots in order with
-// weights, biases and the residual.
+// act rows out of L2 at once; two groups are faster: docs/lab/RUNS_11-20.md, run 13, change 6).
+// Warp (k, g) takes rows 2i, 2i+1, i in [y*R*P + g*P, +P), of expert ids[t,k]; the block then sums
+// the K slots in order with weights, biases and the residual.
 template <typename Stream>
 __global__ void __launch_bounds__(kMoeMaxK * 32, 2) moe_gemv_down(MoeParams p, int P) {
   extern __shared__ uint4 as[];  // K act rows as staged words (F/8 each, zero padded), then K * 2Pb partials
@@ -303,8 +303,8 @@ cudaError_t run_bf16_mxfp4w_moe_gemv(const MoeParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
   // gpt-oss (D = 2880: 12 steps of 8 blocks): the pair-ahead ring with immediate offsets, for the
   // expert width of one GPU (F = 2880) and of a tensor-parallel rank's share of it (TP 2: 45
-  // blocks, 6 steps; TP 4: 22-23, 3; TP 8: 11-12, 2); other sizes: the generic ring (measured 31 vs
-  // 55 us per 120b layer at batch 1, PERFORMANCE.md).
+  // blocks, 6 steps; TP 4: 22-23, 3; TP 8: 11-12, 2); other sizes: the generic ring (slower at
+  // batch 1: docs/lab/KERNEL_NOTES.md, "MoE GEMV on the tensor cores").
   if (steps(p.D / 32) == 12) {
     using Gu = PairAheadStream<12>;
     switch (steps(p.F / 32)) {

@@ -42,7 +42,8 @@ static_assert(kGroupedTileM == 64 && kGroupedTallTileM == 128 && kGroupedShortTi
 // One block: per-expert counts, offsets and the tile list, then each pair's sorted position. The
 // order of pairs inside an expert depends on atomics, but every GEMM row is computed from its own
 // inputs only, so the results do not. The offsets are a scan by warp 0, 32 experts per round (one
-// thread walking the experts took about a third of the kernel's 9.4 µs at a 64-token decode step).
+// thread walking the experts took about a third of the kernel's time at a 64-token decode step:
+// docs/lab/RUNS_21-30.md, run 30).
 __global__ void __launch_bounds__(kRouteThreads) bf16_mxfp4w_moe_grouped_route(MoeGroupedParams p) {
   __shared__ int count[kGroupedMaxExperts];
   __shared__ int base[kGroupedMaxExperts];

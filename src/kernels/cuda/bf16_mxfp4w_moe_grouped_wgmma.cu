@@ -29,8 +29,8 @@ template <int kN>  // pairs per tile: 64 or 128
 struct Layout {
   static constexpr int kXBytes = kN * 128;              // kN pair rows of 64 BF16, 128-byte swizzle
   static constexpr int kStageBytes = kXBytes + kWBytes;  // a multiple of 1024: every X tile aligned
-  // 128-pair tiles: 5 stages (112 KB), so that two blocks fit an SM (with 128 registers: measured
-  // 2206 -> 1802 us per 120b layer at T = 2048 against one block with 8 stages).
+  // 128-pair tiles: 5 stages (112 KB), so that two blocks fit an SM (with 128 registers; faster
+  // than one block with 8 stages at T = 2048: docs/lab/RUNS_01-10.md, run 10, step 7).
   static constexpr int kStages = kN == 128 ? 5 : kStagesMax;
   static constexpr int kRingBytes = kStages * kStageBytes;
   // + alignment slack + the block's scale bytes (128 rows x G, loaded once per block) + 16 bytes of

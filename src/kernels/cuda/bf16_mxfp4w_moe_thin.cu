@@ -2,7 +2,7 @@
 // (token, slot) pairs each (T·K ≤ 16·E: launch_moe_grouped.cpp). Same routing, scratch and finalize
 // as bf16_mxfp4w_moe_grouped.cu; tiles of up to 16 pairs of one expert x 128 output rows. The step is
 // a weight stream (every active expert's MXFP4 bytes read once), so the kernel is built to spend as
-// few instructions per weight byte as it can (issue-bound before: PERFORMANCE.md run 21):
+// few instructions per weight byte as it can (issue-bound before: docs/lab/RUNS_21-30.md, run 21):
 // 128-wide k stages (one MXFP4 block per lane and row, one 16-byte shared load per row and stage),
 // a 3-operation decode per BF16 pair (decode_word_pairs), the A rows past the tile's pairs zeroed
 // once and never loaded, the m16 half of rows 8..15 skipped when the tile has at most 8 pairs,
@@ -24,7 +24,7 @@ constexpr int kAChunks = kBM * kBK * 2 / 16;  // 256: 16 rows x 16 chunks of 8 B
 constexpr int kBChunks = kBN * kBK / 2 / 16;  // 512: 128 rows x 4 chunks (one MXFP4 block each)
 constexpr int kStageChunks = kAChunks + kBChunks;
 // 3 x 12 KB of cp.async ring + the block's scales (11.5 KB at gpt-oss sizes): 4 blocks per SM. 4 or
-// 5 stages (3 blocks per SM) measured no faster (PERFORMANCE.md run 21).
+// 5 stages (3 blocks per SM) measured no faster (docs/lab/RUNS_21-30.md, run 21).
 constexpr int kStages = 3;
 constexpr int kRingBytes = kStages * kStageChunks * 16;
 static_assert(kBM == 16 && kAChunks == 2 * kThreads && kBChunks == 4 * kThreads, "loaders below");
@@ -54,7 +54,7 @@ __device__ __forceinline__ void pair_halves(const uint4& v, uint32_t (&out)[4]) 
 }
 
 // 16 bytes global -> shared (zero-filled when !ok), asking L2 to fetch the surrounding 256 bytes
-// with the line: the weight row's next stages (T = 64: 666 instead of 732 us per 120b layer).
+// with the line: the weight row's next stages (faster at T = 64: docs/lab/RUNS_21-30.md, run 21).
 __device__ __forceinline__ void cp_async16_l2wide(uint32_t dst, const void* src, bool ok) {
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
 }

@@ -1,8 +1,9 @@
 // f32_sample: ops::sample on the GPU. First `parts` blocks per row find the row's max, min and
-// first argmax (a vocabulary-sized row read by one block alone took ~20 us); then one 1024-thread
-// block per row merges those: greedy rows are done, the others find their thresholds (top-k, top-p,
-// min-p) by bisection over order-preserving float keys with block reductions over the row (which
-// stays in L2), then the draw walks the kept tokens in id order with a block scan.
+// first argmax (one block alone reading a vocabulary-sized row was slow: docs/lab/RUNS_01-10.md,
+// run 6); then one 1024-thread block per row merges those: greedy rows are done, the others find
+// their thresholds (top-k, top-p, min-p) by bisection over order-preserving float keys with block
+// reductions over the row (which stays in L2), then the draw walks the kept tokens in id order
+// with a block scan.
 #include <cuda_runtime.h>
 
 #include <cmath>

@@ -10,11 +10,12 @@ namespace mx::cuda {
 namespace {
 
 // Aim: T * Hkv * splits ~ this many blocks per SM. bench_kernels on the H100, depth 32768, one
-// token (4-tile ring): 1 -> 36.1 us, 2 -> 31.6, 3 -> 39.2, 4 -> 39.9 (PERFORMANCE.md, "Decode
-// attention on the tensor cores").
+// token: 2 was the fastest of 1..4 (docs/lab/KERNEL_NOTES.md, "Decode attention on the tensor
+// cores").
 constexpr int kBlocksPerSm = 2;
-// The same with an FP8 cache, whose tiles cost more instructions per byte (the widening): depth
-// 32768, 2 -> 23.9 us, 3 -> 22.8, 4 -> 21.7 (the 64-split cap: more change nothing).
+// The same with an FP8 cache, whose tiles cost more instructions per byte (the widening): at depth
+// 32768 4 beat 2 and 3, and more change nothing at the 64-split cap (docs/lab/RUNS_21-30.md,
+// run 23).
 constexpr int kBlocksPerSmFp8 = 4;
 
 // Splits for a call (the grid): enough blocks to fill the GPU, no more than the longest key range

@@ -21,8 +21,9 @@ constexpr size_t kCublasLtWorkspace = 32u << 20;
 constexpr size_t kDecodedChunkBytes = 64u << 20;
 
 // MXFP4 weights: the FP32-FMA kernel for one token (one round trip per row, no FP16 staging),
-// the tensor-core one for 2..kMxfp4MmaMaxTokens (H100, CudaDense.DISABLED_Mxfp4GemvSweep, FP32 vs
-// mma: lm_head 170 vs 190 µs at T = 1, 255 vs 161 at T = 2, 474 vs 179 at T = 4; PERFORMANCE.md run 22).
+// the tensor-core one for 2..kMxfp4MmaMaxTokens: on the H100 (CudaDense.DISABLED_Mxfp4GemvSweep)
+// the FP32 kernel wins at T = 1 and the mma kernel from T = 2 on lm_head, the largest matrix
+// (docs/lab/RUNS_21-30.md, run 22).
 bool mxfp4_mma(const ops::LinearArgs& a) { return ops::is_mxfp4(a.w_scales) && a.x.dim(0) > 1; }
 
 // Whether the GEMV's shared memory (x' staging with an input norm; the mma kernel always stages)

@@ -11,16 +11,16 @@ namespace {
 constexpr size_t kAlign = 256;
 // BF16 GEMM tiles of 128 pairs (each weight decoded once per 128 pairs, twice the A reads per mma)
 // from this many pairs per expert on average, else 64. H100, one 120b layer (grouped path total):
-// T = 2048 (64 pairs per expert) 2550 us with 64-pair tiles, 2490 with 128; T = 512 (16 per
-// expert) 1340 and 1567 us (PERFORMANCE.md "MoE prefill: weights decoded into the mma fragments").
+// 128-pair tiles won at T = 2048 (64 pairs per expert) and lost at T = 512 (16 per expert)
+// (docs/lab/KERNEL_NOTES.md, "MoE prefill: weights decoded into the mma fragments").
 constexpr int64_t kTallTileMinPairsPerExpert = 64;
 // The wgmma GEMMs from this many pairs per expert on average (the 128-pair tiles), mma.sync below.
-// H100 (PERFORMANCE.md, run 10), one 120b layer (E = 128), route + GEMMs + finalize: T = 2048 (64
-// pairs per expert) 1803 us on wgmma vs 2481 on mma.sync; T = 512 (16 per expert) 1498 vs 1223.
+// H100, one 120b layer (E = 128), route + GEMMs + finalize: wgmma won at T = 2048 (64 pairs per
+// expert) and lost at T = 512 (16 per expert) (docs/lab/RUNS_01-10.md, run 10).
 constexpr int64_t kWgmmaMinPairsPerExpert = 64;
 // BF16 mma.sync tiles of 16 pairs up to this many pairs per expert on average (decode batches:
 // the 64-row tiles spend their mma work on empty rows). Set from the sweep in
-// tests/kernels/cuda_moe_grouped_test.cpp (DISABLED_ThresholdSweep, docs/PERFORMANCE.md run 17).
+// tests/kernels/cuda_moe_grouped_test.cpp (DISABLED_ThresholdSweep, docs/lab/RUNS_11-20.md, run 17).
 constexpr int64_t kShortTileMaxPairsPerExpert = 16;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 

@@ -73,7 +73,7 @@ __device__ __forceinline__ void with_big_scales(bool mine_big, Body&& body) {
 // checkpoint layout) into shared memory, read from there every stage: by cp.async where 16-byte
 // aligned (joining the caller's next commit group), else by plain loads; visible to the block after
 // the caller's next barrier. (Loading them from global memory two stages ahead stalled every stage
-// on the memory latency: PERFORMANCE.md run 10.)
+// on the memory latency: docs/lab/RUNS_01-10.md, run 10.)
 template <int kThreads>
 __device__ __forceinline__ void stage_block_scales(const uint8_t* src, int bytes, uint8_t* dst) {
   if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && bytes % 16 == 0) {

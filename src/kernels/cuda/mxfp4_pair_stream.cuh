@@ -64,11 +64,10 @@ __device__ __forceinline__ const uint4* lane_x(const uint4* xs) {
 }
 
 // Weight and scale loads with the L2::256B fill hint: each miss fills 256 bytes, so a row's next
-// step is already in L2 (bench_membw: the row-pair read pattern 2271 -> 2299 GB/s for one layer's
-// gate_up; the MoE GEMVs 31.6 -> 31.0 us per 120b layer). `.cs` (read once: evict first, as the
-// dense GEMVs' __ldcs) keeps the layer's 53 MB stream from pushing everything else out of the
-// 50 MB L2: 120b tg128 427.9 -> 429.9, 20b 603.1 -> 605.3 (PERFORMANCE.md run 16). Every weight and
-// scale load of the streams below is this one instruction.
+// step is already in L2 (docs/lab/RUNS_11-20.md, run 12, change 2). `.cs` (read once: evict first,
+// as the dense GEMVs' __ldcs) keeps the layer's 53 MB stream from pushing everything else out of
+// the 50 MB L2 (run 16, change 1). Every weight and scale load of the streams below is this one
+// instruction.
 #define MXS_MOE_LDG "ld.global.cs.nc.L2::256B"
 __device__ __forceinline__ uint32_t ldg_u32_l2_256(const uint32_t* p) {
   uint32_t v;
@@ -174,8 +173,8 @@ struct PairAheadStream {
   }
   // Step s's four loads. For the steps whose blocks are all in the row they are one volatile asm
   // statement: the steps' load groups then keep their program order among themselves (ptxas still
-  // places them among the mmas). Measured against four separate non-volatile loads: 120b tg128
-  // 425.7 -> 428.1, 20b 594.1 -> 601.2 (PERFORMANCE.md run 14, change 8).
+  // places them among the mmas), which beat four separate non-volatile loads on both models
+  // (docs/lab/RUNS_11-20.md, run 14, change 8).
   __device__ __forceinline__ void load(int s, const Rows& r) {
     if (s < SP - 1) {
       asm volatile(
@@ -202,7 +201,8 @@ struct PairAheadStream {
     for (int q = 0; q < pairs; ++q) {
       // The last pair loads itself again (L2 hits) rather than loading under `if (more)`: ptxas
       // gathered the twelve guarded load groups after the pair's last mma, where the next pair
-      // waited for them; unguarded, they start during the pair (120b tg128 +0.4%, 20b +0.6%).
+      // waited for them; unguarded, they start during the pair (docs/lab/RUNS_11-20.md, run 14,
+      // change 2).
       const Rows next = rows(q + 1 < pairs ? q + 1 : q);
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll

@@ -63,9 +63,8 @@ __device__ __forceinline__ void load_logits(const void* logits, bool f32, int64_
 // the lower expert index first (like a stable sort); every lane gets top_e and top_v.
 // BF16 logits (bf16 = true: the low 16 bits of every value are zero): the order key's high half
 // orders them, its low half is replaced by 0xffff - expert, so that every key is unique and one
-// warp max per round names the winner (the MoE GEMVs wait for their route: 120b gate_up 18.95 ->
-// 18.72 us per layer, PERFORMANCE.md run 15). F32 logits: below. Both give the ids and values of a
-// stable descending sort.
+// warp max per round names the winner (the MoE GEMVs wait for their route: docs/lab/RUNS_11-20.md,
+// run 15, change 6). F32 logits: below. Both give the ids and values of a stable descending sort.
 __device__ __forceinline__ void warp_topk(const float (&v)[kTopkPerLane], int E, int K, bool bf16,
                                           int (&top_e)[kern::kTopkMaxK], float (&top_v)[kern::kTopkMaxK]) {
   const int e0 = (threadIdx.x % 32) * kTopkPerLane;
