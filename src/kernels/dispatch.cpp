@@ -426,7 +426,10 @@ Status moe(const MoeArgs& a) {
   MX_CHECK(a.weights.dim(0) == a.ids.dim(0) && a.weights.dim(1) == a.ids.dim(1), "moe: weights {} vs ids {}",
            a.weights.shape_str(), a.ids.shape_str());
   const int64_t T = a.x.dim(0);
-  if (!a.logits.empty()) {
+  const bool from_logits = a.routing == MoeRouting::FromLogits;
+  MX_CHECK(from_logits != a.logits.empty(), "moe: routing {} with{} router logits",
+           from_logits ? "FromLogits" : "FromIds", a.logits.empty() ? "out" : "");
+  if (from_logits) {
     MX_TRY(expect(a.logits, "moe", "logits", {act_dtype(dev), DType::F32}, 2, dev));
     MX_TRY(same_dim("moe", "logits tokens", a.logits.dim(0), T));
     MX_TRY(same_dim("moe", "logits width (experts)", a.logits.dim(1), a.w.gate_up_blocks.dim(0)));
@@ -436,6 +439,7 @@ Status moe(const MoeArgs& a) {
     if (!moe_selects_from_logits(dev, T, a.logits.dim(1))) {
       MX_TRY(router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights}));
       MoeArgs b = a;
+      b.routing = MoeRouting::FromIds;
       b.logits = {};
       return moe(b);
     }

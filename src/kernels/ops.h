@@ -290,14 +290,18 @@ void set_moe_activation(MoeActivation a);          // --moe-activation; BF16 unl
 MoeActivation moe_activation();
 std::optional<MoeActivation> parse_moe_activation(std::string_view name);  // "bf16" | "fp8"
 
+// Where moe's experts come from: the top-k ids and weights (FromIds: read), or the router logits
+// (FromLogits: the op selects ids, weights = router_topk(logits) itself and writes them; on CUDA
+// for decode inside the expert kernels, which saves a pass over the stored logits).
+enum class MoeRouting { FromIds, FromLogits };
+
 // residual += Σ_k weights[t,k] · Expert_{ids[t,k]}(x[t]) with the clamped SwiGLU of spec §4.7.
-// With router logits the op first selects ids, weights = router_topk(logits) itself (on CUDA for
-// decode inside the expert kernels, which saves the router a pass over the stored logits).
 struct MoeArgs {
-  Tensor x;  // (T, D) act, normalised input
-  Tensor ids;      // (T, K) i32: the experts, or written by the op when logits is set
+  Tensor x;  // (T, D) act in: normalised input
+  MoeRouting routing = MoeRouting::FromIds;
+  Tensor ids;      // (T, K) i32: in (FromIds) or out (FromLogits)
   Tensor weights;  // (T, K) f32: likewise
-  Tensor logits;   // (T, E) act or f32, optional: the router logits to select from
+  Tensor logits;   // (T, E) act or f32 in, FromLogits only: the router logits to select from
   MoeWeights w;
   float swiglu_limit = 7.0f;
   float swiglu_alpha = 1.702f;

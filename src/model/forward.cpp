@@ -125,6 +125,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
       MX_ASSIGN(experts_out, tp->partial(ops::PartialSlot::Experts, T));
     }
     MX_TRY(ops::moe({.x = xn,
+                     .routing = experts_select ? ops::MoeRouting::FromLogits : ops::MoeRouting::FromIds,
                      .ids = top_ids,
                      .weights = top_w,
                      .logits = experts_select ? router : Tensor(),

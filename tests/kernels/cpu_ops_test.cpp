@@ -86,8 +86,17 @@ TEST(CpuRouter, TopKDescendingLowerIndexWinsTiesSoftmaxOverK) {
 
 // D = F = 32, one expert. x = e0. Row 0 (gate_0) = 12·e0 -> clamped to 7 (upper clamp only);
 // row 1 (up_0) = -12·e0 -> clamped to -7. Other gate/up pairs: gate = -12 (not clamped below),
-// up = 0. Down row d reads z_0 with weight 1 and z_1 with weight 0.5. Returns the residual.
-std::vector<float> swiglu_case(ops::MoeActivation activation) {
+// up = 0. Down row d reads z_0 with weight 1 and z_1 with weight 0.5. Returns the residual. With
+// routing FromLogits the op selects the one expert from a logit (weight 1 after the softmax)
+// instead of taking id 0 with weight 0.75; logits without FromLogits (or the reverse) must fail.
+struct SwigluCase {
+  std::vector<float> res;
+  int32_t id = -1;
+  float weight = 0.0f;
+  bool ok = false;
+};
+SwigluCase swiglu_case(ops::MoeActivation activation, ops::MoeRouting routing = ops::MoeRouting::FromIds,
+                       bool with_logits = false) {
   const int D = 32, F = 32;
   std::vector<uint8_t> gu_blocks(size_t(2 * F * 16), 0), gu_scales(size_t(2 * F), 128);  // scale 2
   gu_blocks[0] = 0x07;          // row 0, element 0 = +6 -> 12
@@ -99,26 +108,31 @@ std::vector<float> swiglu_case(ops::MoeActivation activation) {
   std::vector<float> x(size_t(D), 0.0f), res(size_t(D), 1.0f), w = {0.75f};
   x[0] = 1.0f;
   std::vector<int32_t> ids = {0};
+  std::vector<float> logits = {2.5f};
+  if (with_logits) ids[0] = -1, w[0] = -1.0f;
   const ops::MoeWeights mw{.gate_up_blocks = Tensor(gu_blocks.data(), DType::U8, {1, 2 * F, D / 32, 16}),
                            .gate_up_scales = Tensor(gu_scales.data(), DType::U8, {1, 2 * F, D / 32}),
                            .gate_up_bias = Tensor(gu_bias.data(), DType::BF16, {1, 2 * F}),
                            .down_blocks = Tensor(d_blocks.data(), DType::U8, {1, D, F / 32, 16}),
                            .down_scales = Tensor(d_scales.data(), DType::U8, {1, D, F / 32}),
                            .down_bias = Tensor(d_bias.data(), DType::BF16, {1, D})};
-  EXPECT_TRUE(ops::moe({.x = Tensor(x.data(), DType::F32, {1, D}),
-                        .ids = Tensor(ids.data(), DType::I32, {1, 1}),
-                        .weights = Tensor(w.data(), DType::F32, {1, 1}),
-                        .w = mw,
-                        .residual = Tensor(res.data(), DType::F32, {1, D}),
-                        .activation = activation})
-                  .ok());
-  return res;
+  const Status st = ops::moe({.x = Tensor(x.data(), DType::F32, {1, D}),
+                              .routing = routing,
+                              .ids = Tensor(ids.data(), DType::I32, {1, 1}),
+                              .weights = Tensor(w.data(), DType::F32, {1, 1}),
+                              .logits = with_logits ? Tensor(logits.data(), DType::F32, {1, 1}) : Tensor(),
+                              .w = mw,
+                              .residual = Tensor(res.data(), DType::F32, {1, D}),
+                              .activation = activation});
+  return {.res = res, .id = ids[0], .weight = w[0], .ok = st.ok()};
 }
 
 float silu_a(float g) { return g / (1.0f + std::exp(-1.702f * g)); }
 
 TEST(CpuMoe, ClampedSwigluWithPlusOneAndInterleavedRows) {
-  const std::vector<float> res = swiglu_case(ops::MoeActivation::Default);
+  const SwigluCase c = swiglu_case(ops::MoeActivation::Default);
+  ASSERT_TRUE(c.ok);
+  const std::vector<float>& res = c.res;
   const double z0 = silu_a(7.0f) * (-7.0 + 1.0);   // clamps and the +1
   const double z1 = silu_a(-12.0f) * (0.0 + 1.0);  // gate not clamped from below
   const double y = z0 * 1.0 + z1 * 0.5 + 0.25;
@@ -128,7 +142,9 @@ TEST(CpuMoe, ClampedSwigluWithPlusOneAndInterleavedRows) {
 TEST(CpuMoe, Fp8ActivationsQuantizeXAndTheSwigluOutput) {
   // x = e0 is exact in MX E4M3; the SwiGLU row (z0, z1, z1, ...) is not: its block scale follows
   // |z0| ~ 42, z0 keeps 4 significant bits and z1 ~ -1.7e-8 becomes 0.
-  const std::vector<float> res = swiglu_case(ops::MoeActivation::FP8);
+  const SwigluCase c = swiglu_case(ops::MoeActivation::FP8);
+  ASSERT_TRUE(c.ok);
+  const std::vector<float>& res = c.res;
   float z[32];
   z[0] = silu_a(7.0f) * (-7.0f + 1.0f);
   for (int j = 1; j < 32; ++j) z[j] = silu_a(-12.0f);
@@ -142,6 +158,20 @@ TEST(CpuMoe, Fp8ActivationsQuantizeXAndTheSwigluOutput) {
   EXPECT_EQ(ops::parse_moe_activation("fp8"), ops::MoeActivation::FP8);
   EXPECT_EQ(ops::parse_moe_activation("bf16"), ops::MoeActivation::BF16);
   EXPECT_FALSE(ops::parse_moe_activation("fp16").has_value());
+}
+
+TEST(CpuMoe, RoutingFromLogitsSelectsAndWritesTheIds) {
+  const SwigluCase by_ids = swiglu_case(ops::MoeActivation::Default);
+  const SwigluCase by_logits =
+      swiglu_case(ops::MoeActivation::Default, ops::MoeRouting::FromLogits, /*with_logits=*/true);
+  ASSERT_TRUE(by_ids.ok && by_logits.ok);
+  EXPECT_EQ(by_logits.id, 0);
+  EXPECT_FLOAT_EQ(by_logits.weight, 1.0f);  // the softmax over the one chosen expert
+  for (size_t d = 0; d < by_ids.res.size(); ++d)  // residual 1 + w·y: w 1 instead of 0.75
+    EXPECT_NEAR(by_logits.res[d] - 1.0, (by_ids.res[d] - 1.0) / 0.75, 1e-5) << d;
+  // The routing field and the logits must agree.
+  EXPECT_FALSE(swiglu_case(ops::MoeActivation::Default, ops::MoeRouting::FromIds, /*with_logits=*/true).ok);
+  EXPECT_FALSE(swiglu_case(ops::MoeActivation::Default, ops::MoeRouting::FromLogits, /*with_logits=*/false).ok);
 }
 
 TEST(CpuDense, RmsNormAndLinearByHand) {

@@ -79,7 +79,9 @@ MoeRun run_moe_routed(const MoeCase& c, const std::vector<int32_t>& ids_v, const
   if (!logits.empty()) lg = logits_f32 ? raw(logits, DType::F32, {T, E}) : act(logits, {T, E});
   for (bool gpu : {true, false}) {
     auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
-    const Status st = ops::moe({.x = pick(x), .ids = pick(ids), .weights = pick(w),
+    const Status st = ops::moe({.x = pick(x),
+                                .routing = logits.empty() ? ops::MoeRouting::FromIds : ops::MoeRouting::FromLogits,
+                                .ids = pick(ids), .weights = pick(w),
                                 .logits = logits.empty() ? Tensor() : pick(lg),
                                 .w = {.gate_up_blocks = pick(gu_b), .gate_up_scales = pick(gu_s),
                                       .gate_up_bias = pick(gu_bias), .down_blocks = pick(dn_b),
