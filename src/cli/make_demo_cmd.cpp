@@ -19,7 +19,7 @@ void register_make_demo(CLI::App& app) {
   auto f = std::make_shared<DemoFlags>();
   auto* cmd = app.add_subcommand("make-demo", "Write the tiny random demo model in the gpt-oss checkpoint format");
   cmd->add_option("--out", f->out, "Output folder")->required();
-  cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to copy into the model folder");
+  cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to copy into the model folder; default: $MXSERVE_TOKENIZER");
   cmd->add_option("--seed", f->seed, "Random seed of the weights")->default_val(1234);
   cmd->callback([f] { exit_on_error(make_demo(*f)); });
 }

@@ -14,12 +14,13 @@
 #include "tokenizer/harmony.h"
 #include "tokenizer/harmony_parser.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 namespace {
 
 struct RunFlags {
-  std::string model, prompt, prompt_ids, backend = "auto", dump_logits;
+  std::string model, tokenizer, prompt, prompt_ids, backend = "auto", dump_logits;
   std::string moe_activation = "bf16", mxfp4_layers = "moe";
   int tensor_parallel = 1;  // --tensor-parallel-size
   KvCacheFlags kv_cache;
@@ -104,8 +105,9 @@ Status run(RunFlags f) {
   }
   MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
   std::shared_ptr<const Tokenizer> tok;
-  if (std::filesystem::exists(model->path / "tokenizer.json")) {
-    auto t = Tokenizer::load(model->path / "tokenizer.json");
+  MX_ASSIGN(const auto tok_path, find_tokenizer_file({.file = f.tokenizer, .model_dir = model->path}));
+  if (tok_path) {
+    auto t = Tokenizer::load(*tok_path);
     if (t.ok()) tok = t.value();
     else log_warn("tokenizer.json not usable: {}", t.status().message());
   }
@@ -113,7 +115,8 @@ Status run(RunFlags f) {
   if (!f.prompt_ids.empty()) {
     MX_ASSIGN(prompt, parse_ids(f.prompt_ids));
   } else {
-    MX_CHECK(tok, "-p needs the model folder's tokenizer.json (or use --prompt-ids)");
+    MX_CHECK(tok, "-p needs a tokenizer: the model folder's tokenizer.json, --tokenizer FILE or ${} (or use "
+                  "--prompt-ids)", kTokenizerEnv);
     if (f.raw) {
       MX_ASSIGN(prompt, tok->encode(f.prompt));
     } else {
@@ -200,6 +203,8 @@ void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate from one prompt and stream the output to the terminal");
   cmd->add_option("model", f->model,
                   "Model folder, Hugging Face repo id (in the HF cache) or synthetic:…; default: the bundled demo model");
+  cmd->add_option("--tokenizer", f->tokenizer,
+                  "tokenizer.json to use; default: the model folder's, else $MXSERVE_TOKENIZER (synthetic models have none)");
   auto* text = cmd->add_option("-p,--prompt", f->prompt, "Prompt text (needs the model's tokenizer.json)");
   auto* ids = cmd->add_option("--prompt-ids", f->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
   text->excludes(ids);

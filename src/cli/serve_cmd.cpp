@@ -17,6 +17,7 @@
 #include "runtime/scheduler.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 namespace {
@@ -208,11 +209,10 @@ Status serve(ServeFlags f) {
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
   std::shared_ptr<const Tokenizer> tok;
-  const fs::path tok_path = f.tokenizer.empty() ? model->path / "tokenizer.json" : fs::path(f.tokenizer);
-  if (fs::exists(tok_path)) {
-    MX_ASSIGN(tok, Tokenizer::load(tok_path));
+  MX_ASSIGN(const std::optional<fs::path> tok_path, find_tokenizer_file({.file = f.tokenizer, .model_dir = model->path}));
+  if (tok_path) {
+    MX_ASSIGN(tok, Tokenizer::load(*tok_path));
   } else {
-    MX_CHECK(f.tokenizer.empty(), "--tokenizer {} does not exist", f.tokenizer);
     log_warn("{} has no tokenizer.json: only token-id prompts on /v1/completions will work", model->path.string());
   }
   const ModelConfig& c = model->config;
@@ -325,7 +325,8 @@ void register_serve(CLI::App& app) {
                   "flags on the command line win");
   cmd->add_option("model", f->model, "Model folder or Hugging Face repo id; default: the bundled demo model");
   cmd->add_option("-m,--model", f->model, "Same as the positional MODEL (llama-server style)");
-  cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to use; default: the model folder's (synthetic models have none)");
+  cmd->add_option("--tokenizer", f->tokenizer,
+                  "tokenizer.json to use; default: the model folder's, else $MXSERVE_TOKENIZER (synthetic models have none)");
   cmd->add_option("--host", f->host, "Address to listen on")->default_val("0.0.0.0");
   cmd->add_option("--port", f->port, "Port to listen on; 0 picks a free one")->default_val(8000)->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on every route but GET /health, /metrics, /metrics.json and the web pages "

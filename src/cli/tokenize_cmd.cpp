@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 namespace {
@@ -27,9 +28,14 @@ Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
-std::filesystem::path tokenizer_path(const std::string& model) {
+// --model names a folder (its tokenizer.json, else $MXSERVE_TOKENIZER) or the file itself.
+Result<std::filesystem::path> tokenizer_path(const std::string& model) {
   const std::filesystem::path p(model);
-  return std::filesystem::is_directory(p) ? p / "tokenizer.json" : p;
+  const bool folder = std::filesystem::is_directory(p);
+  MX_ASSIGN(const auto found, find_tokenizer_file(folder ? TokenizerSearch{.model_dir = p}
+                                                         : TokenizerSearch{.file = p, .file_flag = "--model"}));
+  MX_CHECK(found, "{} has no tokenizer.json and ${} is not set", model, kTokenizerEnv);
+  return *found;
 }
 
 Status bench(const Tokenizer& tok, const std::string& text, SpecialTokens special, int runs) {
@@ -49,7 +55,8 @@ Status bench(const Tokenizer& tok, const std::string& text, SpecialTokens specia
 
 Status run_tokenize(const TokenizeArgs& args) {
   MX_CHECK(args.text_file.empty() != args.prompt.empty(), "give exactly one of --text-file and -p");
-  MX_ASSIGN(std::shared_ptr<const Tokenizer> tok, Tokenizer::load(tokenizer_path(args.model)));
+  MX_ASSIGN(const std::filesystem::path path, tokenizer_path(args.model));
+  MX_ASSIGN(std::shared_ptr<const Tokenizer> tok, Tokenizer::load(path));
   std::string text = args.prompt;
   if (!args.text_file.empty()) {
     MX_ASSIGN(text, read_file(args.text_file));
