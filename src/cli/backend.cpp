@@ -2,16 +2,17 @@
 // --speculative-config.
 #include "cli/backend.h"
 
-#include "cli/commands.h"
+#include <CLI/CLI.hpp>
+
 #include "kernels/ops.h"
 
 namespace mx::cli {
 
-Device select_device(const std::string& backend) {
+Result<Device> select_device(const std::string& backend) {
   if (backend == "cpu") return Device::CPU;
   if (backend == "cuda") {
     if (!ops::cuda_available())
-      exit_on_error(Status::error("--backend cuda: no CUDA device is available (or mxserve was built without CUDA)"));
+      return Status::error("--backend cuda: no CUDA device is available (or mxserve was built without CUDA)");
     return Device::CUDA;
   }
   return ops::cuda_available() ? Device::CUDA : Device::CPU;
@@ -25,10 +26,11 @@ void add_moe_activation_option(CLI::App* cmd, std::string* value) {
       ->check(CLI::IsMember({"bf16", "fp8"}));
 }
 
-void apply_moe_activation(const std::string& value) {
+Status apply_moe_activation(const std::string& value) {
   const auto a = ops::parse_moe_activation(value);
-  if (!a) exit_on_error(Status::error(fmt::format("--moe-activation: '{}' is not bf16 or fp8", value)));
+  if (!a) return Status::error(fmt::format("--moe-activation: '{}' is not bf16 or fp8", value));
   ops::set_moe_activation(*a);
+  return ok_status();
 }
 
 void add_mxfp4_layers_option(CLI::App* cmd, std::string* value) {
@@ -38,8 +40,6 @@ void add_mxfp4_layers_option(CLI::App* cmd, std::string* value) {
                   "lm_head, embed, or all")
       ->default_val("moe");
 }
-
-Mxfp4Layers mxfp4_layers_or_exit(const std::string& value) { return value_or_exit(parse_mxfp4_layers(value)); }
 
 void add_tensor_parallel_option(CLI::App* cmd, int* value) {
   cmd->add_option("--tensor-parallel-size", *value,
@@ -61,14 +61,13 @@ void add_kv_cache_dtype_options(CLI::App* cmd, KvCacheFlags* flags, KvScaleOptio
       ->default_val("");
 }
 
-KvCacheSettings kv_cache_settings_or_exit(const KvCacheFlags& flags) {
+Result<KvCacheSettings> kv_cache_settings(const KvCacheFlags& flags) {
   KvCacheSettings kv;
-  kv.dtype = value_or_exit(parse_kv_cache_dtype(flags.dtype));
+  MX_ASSIGN(kv.dtype, parse_kv_cache_dtype(flags.dtype));
   if (flags.scale.empty()) return kv;
   if (kv.dtype != KvCacheDtype::Fp8)
-    exit_on_error(Status::error("--kv-scale is only valid with --kv-cache-dtype fp8 (an auto cache stores unscaled "
-                                "values)"));
-  kv.scales = value_or_exit(parse_kv_scales(flags.scale));
+    return Status::error("--kv-scale is only valid with --kv-cache-dtype fp8 (an auto cache stores unscaled values)");
+  MX_ASSIGN(kv.scales, parse_kv_scales(flags.scale));
   return kv;
 }
 
@@ -78,10 +77,6 @@ void add_speculative_option(CLI::App* cmd, std::string* value) {
                   "\"prompt_lookup_min\": 2, \"prompt_lookup_max\": 5} (optional \"disable_by_batch_size\", default 32); "
                   "lossless (docs/SPECULATIVE.md); default: off")
       ->default_val("");
-}
-
-SpeculativeConfig speculative_config_or_exit(const std::string& value) {
-  return value_or_exit(parse_speculative_config(value));
 }
 
 std::string describe_kv_cache(const KvCacheSettings& kv, Device device) {

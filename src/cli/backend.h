@@ -18,17 +18,17 @@ class App;
 
 namespace mx::cli {
 
-// "auto" picks CUDA when a device is present, else the CPU reference.
-Device select_device(const std::string& backend);
+// "auto" picks CUDA when a device is present, else the CPU reference; "cuda" without one is an error.
+Result<Device> select_device(const std::string& backend);
 
 // --moe-activation bf16|fp8: activations of the many-token (prefill) MoE GEMMs on CUDA; apply
 // sets ops::set_moe_activation before the model runs.
 void add_moe_activation_option(CLI::App* cmd, std::string* value);
-void apply_moe_activation(const std::string& value);
+Status apply_moe_activation(const std::string& value);
 
-// --mxfp4-layers LIST (model/mxfp4_layers.h): which dense weights are quantized to MXFP4 at load.
+// --mxfp4-layers LIST (model/mxfp4_layers.h, parse_mxfp4_layers): which dense weights are
+// quantized to MXFP4 at load.
 void add_mxfp4_layers_option(CLI::App* cmd, std::string* value);
-Mxfp4Layers mxfp4_layers_or_exit(const std::string& value);
 
 // --kv-cache-dtype auto|fp8 and, where the cache holds a real context (run, serve; not bench,
 // whose cache is random bytes with scales 1), --kv-scale S or K,V (fp8 only).
@@ -41,7 +41,7 @@ struct KvCacheSettings {
   KvCacheDtype dtype = KvCacheDtype::Auto;
   std::optional<std::array<float, 2>> scales;  // (K, V) from --kv-scale
 };
-KvCacheSettings kv_cache_settings_or_exit(const KvCacheFlags& flags);
+Result<KvCacheSettings> kv_cache_settings(const KvCacheFlags& flags);
 // "bf16", "fp8 e4m3, scales calibrated from the first prefill", "fp8 e4m3, scales fixed at K 0.5, V 0.25"
 std::string describe_kv_cache(const KvCacheSettings& kv, Device device);
 
@@ -49,8 +49,7 @@ std::string describe_kv_cache(const KvCacheSettings& kv, Device device);
 // threads with --backend cpu: the stand-in of docs/TENSOR_PARALLEL.md).
 void add_tensor_parallel_option(CLI::App* cmd, int* value);
 
-// --speculative-config JSON (runtime/speculative.h) on run, serve and bench.
+// --speculative-config JSON (runtime/speculative.h, parse_speculative_config) on run, serve and bench.
 void add_speculative_option(CLI::App* cmd, std::string* value);
-SpeculativeConfig speculative_config_or_exit(const std::string& value);
 
 }  // namespace mx::cli

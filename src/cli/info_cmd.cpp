@@ -1,8 +1,12 @@
-// `mxserve info MODEL`: the config and a tensor summary of a checkpoint, validated like a load.
+// `mxserve info`: the checkpoint opened, its tensors summed by dtype and checked against the
+// gpt-oss layout (expected_tensors).
+#include "cli/info_cmd.h"
+
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <map>
 
-#include "cli/commands.h"
 #include "model/config.h"
 #include "model/model_path.h"
 #include "model/safetensors.h"
@@ -11,7 +15,7 @@
 namespace mx::cli {
 namespace {
 
-Status info(const std::string& arg) {
+Status print_info(const std::string& arg) {
   MX_ASSIGN(auto dir, resolve_model_path(arg));
   MX_ASSIGN(ModelConfig c, ModelConfig::load(dir / "config.json"));
   MX_ASSIGN(Checkpoint ckpt, Checkpoint::open(dir));
@@ -44,11 +48,15 @@ Status info(const std::string& arg) {
 
 }  // namespace
 
-void register_info(CLI::App& app) {
-  auto model = std::make_shared<std::string>();
+Status info(const InfoFlags& f) {
+  return catch_exceptions("info", [&] { return print_info(f.model); });
+}
+
+Command register_info(CLI::App& app) {
+  auto f = std::make_shared<InfoFlags>();
   auto* cmd = app.add_subcommand("info", "Print a model's config and tensor summary, checking every tensor");
-  cmd->add_option("model", *model, "Model folder or Hugging Face repo id")->required();
-  cmd->callback([model] { exit_on_error(info(*model)); });
+  cmd->add_option("model", f->model, "Model folder or Hugging Face repo id")->required();
+  return {.app = cmd, .run = [f] { return info(*f); }};
 }
 
 }  // namespace mx::cli

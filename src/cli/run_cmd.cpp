@@ -1,12 +1,15 @@
-// `mxserve run MODEL`: generate from prompt ids or text through the Engine (the loop `serve` runs),
-// stream the output, optionally dump the logits each token was chosen from as a .npy file.
+// `mxserve run`: the prompt (ids, text or a harmony chat turn), one request on an Engine, its
+// tokens streamed to the terminal, the logits optionally written as .npy.
+#include "cli/run_cmd.h"
+
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <sstream>
 
-#include "cli/backend.h"
-#include "cli/commands.h"
 #include "cli/demo_model.h"
 #include "core/log.h"
 #include "core/npy.h"
@@ -14,22 +17,10 @@
 #include "tokenizer/harmony.h"
 #include "tokenizer/harmony_parser.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 namespace {
-
-struct RunFlags {
-  std::string model, prompt, prompt_ids, backend = "auto", dump_logits;
-  std::string moe_activation = "bf16", mxfp4_layers = "moe";
-  int tensor_parallel = 1;  // --tensor-parallel-size
-  KvCacheFlags kv_cache;
-  std::string speculative;
-  int max_tokens = 64, top_k = 0;
-  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
-  uint64_t seed = 0;
-  bool ignore_eos = false, raw = false;
-  std::string effort = "medium";
-};
 
 // Chat prompt: the default system message (with the reasoning effort) and one user message,
 // rendered as harmony for the assistant's turn.
@@ -92,34 +83,106 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-Status run(RunFlags f) {
+// The flags that say how the model loads and the engine runs, checked before anything loads.
+struct RunSettings {
+  Device device = Device::CPU;
+  Mxfp4Layers mxfp4;
+  KvCacheSettings kv;
+  SpeculativeConfig spec;
+};
+
+Result<RunSettings> run_settings(const RunFlags& f) {
+  RunSettings s;
+  MX_ASSIGN(s.device, select_device(f.backend));
+  MX_TRY(apply_moe_activation(f.moe_activation));
+  MX_ASSIGN(s.mxfp4, parse_mxfp4_layers(f.mxfp4_layers));
+  MX_ASSIGN(s.kv, kv_cache_settings(f.kv_cache));
+  MX_ASSIGN(s.spec, parse_speculative_config(f.speculative));
+  return s;
+}
+
+// find_tokenizer_file's tokenizer, or nullptr: none found, or one that does not load (a warning;
+// a prompt given as ids needs none).
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const RunFlags& f, const std::filesystem::path& model_dir) {
+  MX_ASSIGN(const auto path, find_tokenizer_file({.file = f.tokenizer, .model_dir = model_dir}));
+  std::shared_ptr<const Tokenizer> tok;
+  if (!path) return tok;
+  auto t = Tokenizer::load(*path);
+  if (t.ok()) tok = t.value();
+  else log_warn("tokenizer.json not usable: {}", t.status().message());
+  return tok;
+}
+
+Result<std::vector<int32_t>> prompt_tokens(const RunFlags& f, const Tokenizer* tok) {
+  if (!f.prompt_ids.empty()) return parse_ids(f.prompt_ids);
+  MX_CHECK(tok, "-p needs a tokenizer: the model folder's tokenizer.json, --tokenizer FILE or ${} (or use "
+                "--prompt-ids)", kTokenizerEnv);
+  if (f.raw) return tok->encode(f.prompt);
+  return chat_prompt(*tok, f.prompt, f.effort);
+}
+
+// The engine that `serve` runs, sized for this one request.
+Result<std::unique_ptr<Engine>> request_engine(const Model& model, size_t prompt_size, int max_tokens,
+                                               const RunSettings& s) {
+  const int64_t total = int64_t(prompt_size) + std::max(max_tokens, 1);
+  MX_CHECK(total <= model.config.max_position_embeddings,
+           "prompt ({}) + max_tokens ({}) exceeds the model's context of {}", prompt_size, max_tokens,
+           model.config.max_position_embeddings);
+  constexpr int kBlock = 16;
+  // The serve default, but no bigger than the prompt needs (the engine's warm-up runs a step of it).
+  MX_ASSIGN(const int auto_tokens, default_max_num_batched_tokens(model.weights.device));
+  const int batched_tokens = int(std::min<int64_t>(auto_tokens, std::max<int64_t>(int64_t(prompt_size), kDefaultBatchedTokens)));
+  return Engine::create(model, {.max_num_seqs = 1,
+                                .max_num_batched_tokens = batched_tokens,
+                                .max_model_len = int(total),
+                                .kv_block_size = kBlock,
+                                .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,
+                                .stats_interval_seconds = 0,
+                                .kv_cache_dtype = s.kv.dtype,
+                                .kv_scales = s.kv.scales,
+                                .speculative = s.spec});
+}
+
+struct Generation {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // (tokens, V) when the request keeps them
+  RequestTiming timing;
+};
+
+// Submits the request and hands each token to on_token as it arrives.
+Result<Generation> generate(Engine& engine, RequestParams p, const std::function<void(int32_t)>& on_token) {
+  Generation g;
+  if (p.max_tokens <= 0) return g;
+  MX_ASSIGN(auto s, engine.submit(std::move(p)));
+  for (StreamUpdate u; !u.finished();) {
+    u = s->wait(std::chrono::milliseconds(100));
+    for (int32_t id : u.tokens) on_token(id);
+    g.tokens.insert(g.tokens.end(), u.tokens.begin(), u.tokens.end());
+    g.logits.insert(g.logits.end(), u.logits.begin(), u.logits.end());
+    MX_CHECK(u.reason != FinishReason::Error, "generation failed: {}", u.error);
+  }
+  g.timing = s->timing();
+  return g;
+}
+
+void log_speed(size_t prompt_size, const Generation& g) {
+  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  const double prefill_s = g.tokens.empty() ? 0 : secs(g.timing.arrival, g.timing.first_token);
+  const double decode_s = g.tokens.empty() ? 0 : secs(g.timing.first_token, g.timing.finished);
+  log_info("prompt {} tokens in {:.3f} s ({:.1f} t/s), generated {} tokens in {:.3f} s ({:.1f} t/s after the first)",
+           prompt_size, prefill_s, double(prompt_size) / std::max(prefill_s, 1e-9), g.tokens.size(), decode_s,
+           double(std::max<size_t>(g.tokens.size(), 1) - 1) / std::max(decode_s, 1e-9));
+}
+
+Status generate_and_print(RunFlags f) {
   MX_CHECK(!f.prompt.empty() || !f.prompt_ids.empty(), "give a prompt with -p TEXT or --prompt-ids 1,2,3");
-  const Device device = select_device(f.backend);
-  apply_moe_activation(f.moe_activation);
-  const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
-  const KvCacheSettings kv = kv_cache_settings_or_exit(f.kv_cache);
-  const SpeculativeConfig spec = speculative_config_or_exit(f.speculative);
+  MX_ASSIGN(const RunSettings settings, run_settings(f));
   if (f.model.empty()) {
     MX_ASSIGN(f.model, demo_model_dir());
   }
-  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
-  std::shared_ptr<const Tokenizer> tok;
-  if (std::filesystem::exists(model->path / "tokenizer.json")) {
-    auto t = Tokenizer::load(model->path / "tokenizer.json");
-    if (t.ok()) tok = t.value();
-    else log_warn("tokenizer.json not usable: {}", t.status().message());
-  }
-  std::vector<int32_t> prompt;
-  if (!f.prompt_ids.empty()) {
-    MX_ASSIGN(prompt, parse_ids(f.prompt_ids));
-  } else {
-    MX_CHECK(tok, "-p needs the model folder's tokenizer.json (or use --prompt-ids)");
-    if (f.raw) {
-      MX_ASSIGN(prompt, tok->encode(f.prompt));
-    } else {
-      MX_ASSIGN(prompt, chat_prompt(*tok, f.prompt, f.effort));
-    }
-  }
+  MX_ASSIGN(auto model, Model::load(f.model, settings.device, ShowProgress::Yes, settings.mxfp4, f.tensor_parallel));
+  MX_ASSIGN(const std::shared_ptr<const Tokenizer> tok, load_tokenizer(f, model->path));
+  MX_ASSIGN(const std::vector<int32_t> prompt, prompt_tokens(f, tok.get()));
   const bool chat = tok && f.prompt_ids.empty() && !f.raw;
   RequestParams p{.prompt = prompt, .max_tokens = f.max_tokens};
   p.sampling = {.temperature = f.temperature, .top_k = f.top_k, .top_p = f.top_p, .min_p = f.min_p, .seed = f.seed};
@@ -139,67 +202,38 @@ Status run(RunFlags f) {
     else std::printf("%d ", id);
     std::fflush(stdout);
   };
-  // The engine that `serve` runs, sized for this one request.
-  const int64_t total = int64_t(prompt.size()) + std::max(f.max_tokens, 1);
-  MX_CHECK(total <= model->config.max_position_embeddings,
-           "prompt ({}) + max_tokens ({}) exceeds the model's context of {}", prompt.size(), f.max_tokens,
-           model->config.max_position_embeddings);
-  constexpr int kBlock = 16;
-  // The serve default, but no bigger than the prompt needs (the engine's warm-up runs a step of it).
-  MX_ASSIGN(const int auto_tokens, default_max_num_batched_tokens(model->weights.device));
-  const int batched_tokens = int(std::min<int64_t>(auto_tokens, std::max<int64_t>(int64_t(prompt.size()), kDefaultBatchedTokens)));
-  MX_ASSIGN(auto engine, Engine::create(*model, {.max_num_seqs = 1,
-                                                 .max_num_batched_tokens = batched_tokens,
-                                                 .max_model_len = int(total),
-                                                 .kv_block_size = kBlock,
-                                                 .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,
-                                                 .stats_interval_seconds = 0,
-                                                 .kv_cache_dtype = kv.dtype,
-                                                 .kv_scales = kv.scales,
-                                                 .speculative = spec}));
-  std::vector<int32_t> generated;
-  std::vector<float> logits;
-  RequestTiming timing;
-  if (f.max_tokens > 0) {
-    MX_ASSIGN(auto s, engine->submit(std::move(p)));
-    for (StreamUpdate u; !u.finished();) {
-      u = s->wait(std::chrono::milliseconds(100));
-      for (int32_t id : u.tokens) on_token(id);
-      generated.insert(generated.end(), u.tokens.begin(), u.tokens.end());
-      logits.insert(logits.end(), u.logits.begin(), u.logits.end());
-      MX_CHECK(u.reason != FinishReason::Error, "generation failed: {}", u.error);
-    }
-    timing = s->timing();
-  }
+  MX_ASSIGN(auto engine, request_engine(*model, prompt.size(), f.max_tokens, settings));
+  MX_ASSIGN(const Generation g, generate(*engine, std::move(p), on_token));
   if (stream) std::fputs(stream->flush().c_str(), stdout);
   if (printer) printer->finish(*tok);
   std::printf("\n");
-  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-  const double prefill_s = generated.empty() ? 0 : secs(timing.arrival, timing.first_token);
-  const double decode_s = generated.empty() ? 0 : secs(timing.first_token, timing.finished);
-  log_info("prompt {} tokens in {:.3f} s ({:.1f} t/s), generated {} tokens in {:.3f} s ({:.1f} t/s after the first)",
-           prompt.size(), prefill_s, double(prompt.size()) / std::max(prefill_s, 1e-9), generated.size(), decode_s,
-           double(std::max<size_t>(generated.size(), 1) - 1) / std::max(decode_s, 1e-9));
-  if (spec.enabled()) {
+  log_speed(prompt.size(), g);
+  if (settings.spec.enabled()) {
     const SpecStats st = engine->stats().spec;
     log_info("speculative decoding ({}): {} rounds drafted {} tokens, {} accepted: mean acceptance length {:.2f}",
-             spec.describe(), st.drafts, st.draft_tokens, st.accepted_tokens, st.mean_acceptance_length());
+             settings.spec.describe(), st.drafts, st.draft_tokens, st.accepted_tokens, st.mean_acceptance_length());
   }
   if (!f.dump_logits.empty()) {
     const int64_t V = model->config.vocab_size;
-    MX_TRY(write_npy_f32(f.dump_logits, logits, {int64_t(logits.size()) / V, V}));
-    log_info("wrote logits of {} steps to {}", logits.size() / size_t(V), f.dump_logits);
+    MX_TRY(write_npy_f32(f.dump_logits, g.logits, {int64_t(g.logits.size()) / V, V}));
+    log_info("wrote logits of {} steps to {}", g.logits.size() / size_t(V), f.dump_logits);
   }
   return ok_status();
 }
 
 }  // namespace
 
-void register_run(CLI::App& app) {
+Status run(const RunFlags& f) {
+  return catch_exceptions("run", [&] { return generate_and_print(f); });
+}
+
+Command register_run(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   auto* cmd = app.add_subcommand("run", "Generate from one prompt and stream the output to the terminal");
   cmd->add_option("model", f->model,
                   "Model folder, Hugging Face repo id (in the HF cache) or synthetic:…; default: the bundled demo model");
+  cmd->add_option("--tokenizer", f->tokenizer,
+                  "tokenizer.json to use; default: the model folder's, else $MXSERVE_TOKENIZER (synthetic models have none)");
   auto* text = cmd->add_option("-p,--prompt", f->prompt, "Prompt text (needs the model's tokenizer.json)");
   auto* ids = cmd->add_option("--prompt-ids", f->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
   text->excludes(ids);
@@ -221,7 +255,7 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--raw", f->raw, "Complete -p TEXT as plain text instead of a harmony chat turn");
   cmd->add_option("--reasoning-effort", f->effort, "Reasoning effort of the chat prompt")
       ->default_val("medium")->check(CLI::IsMember({"low", "medium", "high"}));
-  cmd->callback([f] { exit_on_error(run(*f)); });
+  return {.app = cmd, .run = [f] { return run(*f); }};
 }
 
 }  // namespace mx::cli

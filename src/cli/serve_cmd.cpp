@@ -1,53 +1,29 @@
-// `mxserve serve [MODEL]`: the OpenAI-compatible server with vLLM's flag names. Binds first
-// (/health is 503 while loading), loads the model (or the bundled demo model), sizes the paged KV
-// cache from --gpu-memory-utilization, starts the engine and serves until SIGINT/SIGTERM.
+// `mxserve serve`: the KV cache sized from the memory budget, the engine planned and logged, the
+// server started before the model loads, and the flags with their help text.
+#include "cli/serve_cmd.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <algorithm>
-#include <limits>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <thread>
 
-#include "cli/backend.h"
-#include "cli/commands.h"
-#include "kernels/collective.h"
 #include "cli/demo_model.h"
 #include "core/log.h"
+#include "kernels/collective.h"
 #include "runtime/scheduler.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop = true; }
-
-struct ServeFlags {
-  std::string config, model, tokenizer, host = "0.0.0.0", api_key, served_model_name, backend = "auto";
-  std::string moe_activation = "bf16", mxfp4_layers = "moe";
-  int tensor_parallel = 1;  // --tensor-parallel-size
-  KvCacheFlags kv_cache;
-  std::string speculative;  // --speculative-config JSON
-  int port = 8000, max_model_len = 0, max_num_seqs = 256, block_size = 16;
-  int max_num_batched_tokens = 0;  // 0: default_max_num_batched_tokens (8192 on H100-class GPUs, else 2048)
-  int num_gpu_blocks_override = 0;
-  int max_json_depth = server::kDefaultMaxJsonDepth;
-  int max_tools = 128;
-  size_t max_prompt_bytes = 32u << 20;
-  int max_waiting_requests = 1024;
-  server::HttpLimits http;
-  std::string allowed_origins, allowed_methods = "*", allowed_headers = "*";  // CORS (cors.h)
-  bool allow_credentials = false;
-  server::ResponseStoreLimits responses_store;
-  int shutdown_timeout = 20;
-  int max_reasoning_tokens = -1;
-  double gpu_memory_utilization = 0.9;
-  bool enable_prefix_caching = false;
-  bool enforce_eager = false;
-  bool no_async_scheduling = false;
-};
 
 namespace fs = std::filesystem;
 
@@ -182,40 +158,10 @@ Result<server::CorsPolicy> cors_policy(const ServeFlags& f) {
   return p;
 }
 
-Status serve(ServeFlags f) {
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  const bool demo = f.model.empty();
-  if (demo) {
-    MX_ASSIGN(f.model, demo_model_dir());
-  }
-  if (f.served_model_name.empty()) f.served_model_name = demo ? "mxserve-demo" : f.model;
-  const Device device = select_device(f.backend);
-  apply_moe_activation(f.moe_activation);
-  const Mxfp4Layers mxfp4 = mxfp4_layers_or_exit(f.mxfp4_layers);
-  const KvCacheSettings kv = kv_cache_settings_or_exit(f.kv_cache);
-  const SpeculativeConfig spec = speculative_config_or_exit(f.speculative);
-  const std::string kv_described = describe_kv_cache(kv, device);
-  log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
-           device == Device::CPU ? "cpu" : "cuda");
-  MX_ASSIGN(server::CorsPolicy cors, cors_policy(f));
-  server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
-                      .max_json_depth = f.max_json_depth, .max_tools = f.max_tools,
-                      .max_prompt_bytes = f.max_prompt_bytes, .http = f.http,
-                      .cors = std::move(cors), .responses_store = f.responses_store, .shutdown_timeout_s = f.shutdown_timeout,
-                      .max_reasoning_tokens = f.max_reasoning_tokens});
-  log_limits(f);
-  MX_TRY(srv.start());
-  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
-  std::shared_ptr<const Tokenizer> tok;
-  const fs::path tok_path = f.tokenizer.empty() ? model->path / "tokenizer.json" : fs::path(f.tokenizer);
-  if (fs::exists(tok_path)) {
-    MX_ASSIGN(tok, Tokenizer::load(tok_path));
-  } else {
-    MX_CHECK(f.tokenizer.empty(), "--tokenizer {} does not exist", f.tokenizer);
-    log_warn("{} has no tokenizer.json: only token-id prompts on /v1/completions will work", model->path.string());
-  }
-  const ModelConfig& c = model->config;
+// The engine's settings, the KV cache sized from the memory budget, logged as vLLM does.
+Result<EngineArgs> plan_engine(const Model& model, const ServeFlags& f, Device device, const KvCacheSettings& kv,
+                               const SpeculativeConfig& spec) {
+  const ModelConfig& c = model.config;
   int batched_tokens = f.max_num_batched_tokens;
   if (batched_tokens == 0) {
     MX_ASSIGN(batched_tokens, default_max_num_batched_tokens(device));
@@ -230,12 +176,12 @@ Status serve(ServeFlags f) {
                 .kv_cache_dtype = kv.dtype,
                 .kv_scales = kv.scales,
                 .speculative = spec};
-  const KvLayout layout = kv_layout(model->rank_config(), ea, device);
+  const KvLayout layout = kv_layout(model.rank_config(), ea, device);
   uint64_t draft_bytes = 0;
   if (spec.enabled() && spec.method == SpecMethod::Eagle3) {
     MX_ASSIGN(draft_bytes, eagle3_weight_bytes(spec.model, c));
   }
-  MX_ASSIGN(ea.num_kv_blocks, kv_blocks(*model, f, layout, draft_bytes, ea.max_num_batched_tokens));
+  MX_ASSIGN(ea.num_kv_blocks, kv_blocks(model, f, layout, draft_bytes, ea.max_num_batched_tokens));
   const int64_t kv_tokens = int64_t(ea.num_kv_blocks) * f.block_size;
   ea.max_model_len = f.max_model_len > 0 ? f.max_model_len : c.max_position_embeddings;
   if (f.max_model_len <= 0 && kv_tokens < ea.max_model_len) {
@@ -243,14 +189,15 @@ Status serve(ServeFlags f) {
     log_warn("the KV cache holds {} tokens: max_model_len lowered to {}", kv_tokens, ea.max_model_len);
   }
   log_info("dtype: dense weights {}, experts {}, activations {}, KV cache {}",
-           model->mxfp4_layers.any() ? "mxfp4 where --mxfp4-layers " + model->mxfp4_layers.describe() + ", else bf16"
-                                     : std::string("bf16"),
-           c.mxfp4_experts ? "mxfp4" : "bf16", device == Device::CPU ? "f32 (CPU reference)" : "bf16", kv_described);
+           model.mxfp4_layers.any() ? "mxfp4 where --mxfp4-layers " + model.mxfp4_layers.describe() + ", else bf16"
+                                    : std::string("bf16"),
+           c.mxfp4_experts ? "mxfp4" : "bf16", device == Device::CPU ? "f32 (CPU reference)" : "bf16",
+           describe_kv_cache(kv, device));
   log_info("KV cache: {} tokens ({:.2f} GiB, {}{}) + a {:.2f} GiB window pool; maximum concurrency for {} tokens per "
            "request: {:.2f}x",
            kv_tokens, double(layout.bytes_per_block) * ea.num_kv_blocks / double(1u << 30),
            kv_element_name(kv.dtype, device),
-           model->tp_size() > 1 ? fmt::format("; on each of {} GPUs, for its kv heads", model->tp_size()) : std::string(),
+           model.tp_size() > 1 ? fmt::format("; on each of {} GPUs, for its kv heads", model.tp_size()) : std::string(),
            double(layout.window_pool_bytes) / double(1u << 30), ea.max_model_len,
            double(kv_tokens) / ea.max_model_len);
   log_info("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill on, prefix caching {}, async "
@@ -261,10 +208,47 @@ Status serve(ServeFlags f) {
                ? "as CUDA graphs (one per batch bucket up to max_num_seqs, captured on first use), sampling on the GPU"
                : "eager");
   if (spec.enabled()) log_info("speculative decoding: {} (a round's tokens are planned once its samples are read)", spec.describe());
+  return ea;
+}
+
+// find_tokenizer_file's tokenizer, or nullptr with a warning when there is none.
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const ServeFlags& f, const fs::path& model_dir) {
+  MX_ASSIGN(const std::optional<fs::path> path, find_tokenizer_file({.file = f.tokenizer, .model_dir = model_dir}));
+  if (path) return Tokenizer::load(*path);
+  log_warn("{} has no tokenizer.json: only token-id prompts on /v1/completions will work", model_dir.string());
+  return std::shared_ptr<const Tokenizer>();
+}
+
+Status serve_until_signal(ServeFlags f) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const bool demo = f.model.empty();
+  if (demo) {
+    MX_ASSIGN(f.model, demo_model_dir());
+  }
+  if (f.served_model_name.empty()) f.served_model_name = demo ? "mxserve-demo" : f.model;
+  MX_ASSIGN(const Device device, select_device(f.backend));
+  MX_TRY(apply_moe_activation(f.moe_activation));
+  MX_ASSIGN(const Mxfp4Layers mxfp4, parse_mxfp4_layers(f.mxfp4_layers));
+  MX_ASSIGN(const KvCacheSettings kv, kv_cache_settings(f.kv_cache));
+  MX_ASSIGN(const SpeculativeConfig spec, parse_speculative_config(f.speculative));
+  log_info("mxserve 0.1.0 serve: model {} (served as '{}'), backend {}", f.model, f.served_model_name,
+           device == Device::CPU ? "cpu" : "cuda");
+  MX_ASSIGN(server::CorsPolicy cors, cors_policy(f));
+  server::Server srv({.host = f.host, .port = f.port, .api_key = f.api_key, .served_model_name = f.served_model_name,
+                      .max_json_depth = f.max_json_depth, .max_tools = f.max_tools,
+                      .max_prompt_bytes = f.max_prompt_bytes, .http = f.http,
+                      .cors = std::move(cors), .responses_store = f.responses_store, .shutdown_timeout_s = f.shutdown_timeout,
+                      .max_reasoning_tokens = f.max_reasoning_tokens});
+  log_limits(f);
+  MX_TRY(srv.start());
+  MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
+  MX_ASSIGN(const std::shared_ptr<const Tokenizer> tok, load_tokenizer(f, model->path));
+  MX_ASSIGN(const EngineArgs ea, plan_engine(*model, f, device, kv, spec));
   MX_ASSIGN(auto engine, Engine::create(*model, ea));
   log_info("KV layout: {}", engine->kv_summary());
   srv.set_ready(std::move(engine), tok,
-                startup_settings(f, ea, device, srv.port(), model->mxfp4_layers.describe(), kv_described));
+                startup_settings(f, ea, device, srv.port(), model->mxfp4_layers.describe(), describe_kv_cache(kv, device)));
   const std::string shown_host = f.host == "0.0.0.0" ? "0.0.0.0" : f.host;
   log_info("Starting API server on http://{}:{}", shown_host, srv.port());
   log_info("Routes: GET /health, GET /v1/models, GET /v1/models/{{id}}, POST /v1/chat/completions, POST /v1/completions, "
@@ -279,44 +263,11 @@ Status serve(ServeFlags f) {
 
 }  // namespace
 
-Result<std::vector<std::string>> expand_args(std::vector<std::string> args) {
-  for (auto& a : args)
-    if (a == "-np") a = "--parallel";  // CLI11 takes one-letter short flags only
-    else if (a == "-tp") a = "--tensor-parallel-size";
-  auto it = std::find(args.begin(), args.end(), "--config");
-  if (it == args.end() || it + 1 == args.end()) return args;
-  const std::string path = *(it + 1);
-  std::ifstream in(path);
-  MX_CHECK(in.good(), "--config: cannot open {}", path);
-  std::vector<std::string> from_file;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
-    const auto colon = line.find(':');
-    MX_CHECK(colon != std::string::npos, "{}:{}: expected `name: value`", path, n);
-    auto trim = [](std::string x) {
-      x.erase(0, x.find_first_not_of(" \t\r\"'"));
-      x.erase(x.find_last_not_of(" \t\r\"'") + 1);
-      return x;
-    };
-    std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
-    std::replace(key.begin(), key.end(), '_', '-');  // max_model_len and max-model-len both work
-    if (value == "true" || value == "false") {
-      if (value == "true") from_file.push_back("--" + key);
-      continue;
-    }
-    from_file.push_back("--" + key);
-    from_file.push_back(value);
-  }
-  // After the subcommand and before the user's own flags, so that those win.
-  auto sub = std::find(args.begin(), args.end(), "serve");
-  args.insert(sub == args.end() ? args.end() : sub + 1, from_file.begin(), from_file.end());
-  return args;
+Status serve(const ServeFlags& f) {
+  return catch_exceptions("serve", [&] { return serve_until_signal(f); });
 }
 
-void register_serve(CLI::App& app) {
+Command register_serve(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching)");
   // Read by expand_args before parsing; declared here for --help and so that it parses.
@@ -325,7 +276,8 @@ void register_serve(CLI::App& app) {
                   "flags on the command line win");
   cmd->add_option("model", f->model, "Model folder or Hugging Face repo id; default: the bundled demo model");
   cmd->add_option("-m,--model", f->model, "Same as the positional MODEL (llama-server style)");
-  cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json to use; default: the model folder's (synthetic models have none)");
+  cmd->add_option("--tokenizer", f->tokenizer,
+                  "tokenizer.json to use; default: the model folder's, else $MXSERVE_TOKENIZER (synthetic models have none)");
   cmd->add_option("--host", f->host, "Address to listen on")->default_val("0.0.0.0");
   cmd->add_option("--port", f->port, "Port to listen on; 0 picks a free one")->default_val(8000)->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on every route but GET /health, /metrics, /metrics.json and the web pages "
@@ -374,7 +326,7 @@ void register_serve(CLI::App& app) {
   add_tensor_parallel_option(cmd, &f->tensor_parallel);
   add_kv_cache_dtype_options(cmd, &f->kv_cache, KvScaleOption::Yes);
   add_speculative_option(cmd, &f->speculative);
-  cmd->callback([f] { exit_on_error(serve(*f)); });
+  return {.app = cmd, .run = [f] { return serve(*f); }};
 }
 
 }  // namespace mx::cli

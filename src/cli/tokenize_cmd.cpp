@@ -1,23 +1,19 @@
-// `mxserve tokenize`: encodes text with a model's tokenizer.json and prints the ids as a JSON
-// array; --bench times encode throughput (MB/s) over the input instead.
+// `mxserve tokenize`: reads the text, finds the tokenizer (find_tokenizer_file), prints the ids or
+// the encode throughput.
+#include "cli/tokenize_cmd.h"
+
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
 namespace {
-
-struct TokenizeArgs {
-  std::string model;       // model folder holding tokenizer.json, or the file itself
-  std::string text_file;   // read the text from this file
-  std::string prompt;      // or take it from the command line
-  bool allow_special = false;
-  int bench_runs = 0;      // > 0: time this many encodes of the text, print MB/s
-};
 
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -27,12 +23,17 @@ Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
-std::filesystem::path tokenizer_path(const std::string& model) {
+// --model names a folder (its tokenizer.json, else $MXSERVE_TOKENIZER) or the file itself.
+Result<std::filesystem::path> tokenizer_path(const std::string& model) {
   const std::filesystem::path p(model);
-  return std::filesystem::is_directory(p) ? p / "tokenizer.json" : p;
+  const bool folder = std::filesystem::is_directory(p);
+  MX_ASSIGN(const auto found, find_tokenizer_file(folder ? TokenizerSearch{.model_dir = p}
+                                                         : TokenizerSearch{.file = p, .file_flag = "--model"}));
+  MX_CHECK(found, "{} has no tokenizer.json and ${} is not set", model, kTokenizerEnv);
+  return *found;
 }
 
-Status bench(const Tokenizer& tok, const std::string& text, SpecialTokens special, int runs) {
+Status time_encode(const Tokenizer& tok, const std::string& text, SpecialTokens special, int runs) {
   size_t n_tokens = 0;
   double best_s = 1e30;
   for (int r = 0; r < runs; ++r) {
@@ -47,15 +48,16 @@ Status bench(const Tokenizer& tok, const std::string& text, SpecialTokens specia
   return ok_status();
 }
 
-Status run_tokenize(const TokenizeArgs& args) {
+Status encode_and_print(const TokenizeFlags& args) {
   MX_CHECK(args.text_file.empty() != args.prompt.empty(), "give exactly one of --text-file and -p");
-  MX_ASSIGN(std::shared_ptr<const Tokenizer> tok, Tokenizer::load(tokenizer_path(args.model)));
+  MX_ASSIGN(const std::filesystem::path path, tokenizer_path(args.model));
+  MX_ASSIGN(std::shared_ptr<const Tokenizer> tok, Tokenizer::load(path));
   std::string text = args.prompt;
   if (!args.text_file.empty()) {
     MX_ASSIGN(text, read_file(args.text_file));
   }
   const SpecialTokens special = args.allow_special ? SpecialTokens::Allow : SpecialTokens::AsText;
-  if (args.bench_runs > 0) return bench(*tok, text, special, args.bench_runs);
+  if (args.bench_runs > 0) return time_encode(*tok, text, special, args.bench_runs);
   MX_ASSIGN(std::vector<int32_t> ids, tok->encode(text, special));
   std::string out = "[";
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -69,8 +71,12 @@ Status run_tokenize(const TokenizeArgs& args) {
 
 }  // namespace
 
-void register_tokenize(CLI::App& app) {
-  auto args = std::make_shared<TokenizeArgs>();
+Status tokenize(const TokenizeFlags& f) {
+  return catch_exceptions("tokenize", [&] { return encode_and_print(f); });
+}
+
+Command register_tokenize(CLI::App& app) {
+  auto args = std::make_shared<TokenizeFlags>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Encode text with a model's tokenizer and print the ids as JSON");
   cmd->add_option("--model", args->model, "Model folder containing tokenizer.json, or a tokenizer.json path")
       ->required();
@@ -80,7 +86,7 @@ void register_tokenize(CLI::App& app) {
                 "Turn special-token strings like <|start|> into their ids (default: encode them as text)");
   cmd->add_option("--bench", args->bench_runs,
                   "Instead of printing ids, encode the text this many times and print the best MB/s (default: 0)");
-  cmd->callback([args] { exit_on_error(run_tokenize(*args)); });
+  return {.app = cmd, .run = [args] { return tokenize(*args); }};
 }
 
 }  // namespace mx::cli

@@ -1,4 +1,4 @@
-// Every case of ../shared/fixtures/harmony (openai/harmony v0.0.8 tests): renders byte-exact
+// Every case of tests/fixtures/harmony (openai/harmony v0.0.8 tests): renders byte-exact
 // (and token-exact where the case compares tokens), parses to the expected messages or error,
 // in process and through `mxserve harmony render|parse`.
 #include <fmt/format.h>
@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixture_dir() { return test::shared_dir() / "fixtures" / "harmony"; }
+fs::path fixture_dir() { return test::fixtures_dir() / "harmony"; }
 
 std::vector<std::string> case_names() {
   std::vector<std::string> names;
@@ -88,7 +88,7 @@ class HarmonyFixture : public ::testing::TestWithParam<std::string> {
 };
 
 TEST(HarmonyFixtures, AllCasesPresent) {
-  // 25 cases at v0.0.8; fewer means the shared directory is missing or was cut down.
+  // 25 cases at v0.0.8; fewer means tests/fixtures/harmony is missing or was cut down.
   EXPECT_GE(case_names().size(), 25u) << "fixtures expected under " << fixture_dir();
 }
 
@@ -139,7 +139,7 @@ TEST_P(HarmonyFixture, CliMatches) {
   EXPECT_EQ(got, plain(case_["expected_messages"]));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, HarmonyFixture, ::testing::ValuesIn(case_names()),
+INSTANTIATE_TEST_SUITE_P(Harmony, HarmonyFixture, ::testing::ValuesIn(case_names()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HarmonyFixture);
 

@@ -1,5 +1,6 @@
-// Harmony parsing beyond the shared fixtures: header rules, UTF-8 helpers, streaming deltas and
-// current channel, lenient recovery, and truncated / garbage token streams (never a crash).
+// Harmony parsing beyond the fixture cases (tests/fixtures/harmony): header rules, UTF-8 helpers,
+// streaming deltas and current channel, lenient recovery, and truncated / garbage token streams
+// (never a crash).
 #include <gtest/gtest.h>
 
 #include <map>

@@ -1,5 +1,6 @@
-// Harmony rendering beyond the shared fixtures: header forms, terminators, the analysis-drop
-// rules, training form, schema-to-TypeScript corners, built-in namespaces, and token safety.
+// Harmony rendering beyond the fixture cases (tests/fixtures/harmony): header forms, terminators,
+// the analysis-drop rules, training form, schema-to-TypeScript corners, built-in namespaces, and
+// token safety.
 #include <gtest/gtest.h>
 
 #include "tokenizer/harmony.h"
@@ -114,7 +115,7 @@ TEST(HarmonyRender, FunctionsLineOnlyForDeveloperFunctions) {
 
 // The built-in namespaces reproduce the fixture that writes them out in full.
 TEST(HarmonyRender, BuiltinNamespacesMatchFixture) {
-  const auto dir = test::shared_dir() / "fixtures" / "harmony";
+  const auto dir = test::fixtures_dir() / "harmony";
   auto c = read_json_file(dir / "test_browser_and_python_tool.json");
   ASSERT_TRUE(c.ok()) << c.status().message();
   auto from_fixture = render_case(c.value());
