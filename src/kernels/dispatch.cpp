@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/collective.h"
+#include "kernels/heuristics.h"
 #include "kernels/ops.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
@@ -30,46 +31,7 @@ bool print_dispatch() {
   return on;
 }
 
-// ---- named thresholds (every path decision of the CUDA backend) ----------------------------
-// Tokens up to which linear runs the GEMV kernel (weights streamed once for all tokens) instead of
-// cuBLASLt. Measured with bench_kernels on H100 at qkv 5120x2880 (docs/PERFORMANCE.md): GEMV
-// 13.4 us at T=1 and T=2 but 18.5 us at T=4, cuBLASLt 13.0 us at T=5..8; so GEMV up to 2.
-// With an input norm (LinearArgs::norm) the GEMV normalises x itself, so up to this T the rmsnorm
-// kernel is not launched; above it, the rmsnorm kernel writes a normalised copy for cuBLASLt. The
-// same bound selects the fused qkv_projection (norm + GEMV + RoPE + cache write in one kernel).
-// Raised to 4 (the kernel's limit) for speculative rounds of 3 drafts: the fused kernel at T = 4
-// replaces rmsnorm -> cuBLASLt -> bias -> qkv_rope_cache (PERFORMANCE.md, "Speculative decoding").
-constexpr int64_t kLinearGemvMaxTokens = 4;
-// The same bound for MXFP4 weights (--mxfp4-layers): the limit of bf16_mxfp4w_gemv_mma (T >= 2;
-// bf16_mxfp4w_gemv at T = 1). Above it the weights are decoded to BF16 chunks for cuBLASLt, which
-// writes and reads ~4x the MXFP4 bytes again: the GEMVs keep every T they can.
-constexpr int64_t kLinearMxfp4GemvMaxTokens = 8;
-// Tokens up to which moe_router's norm + GEMV run as one kernel (bf16_bf16w_norm_router: every
-// block normalises all T tokens and reads its router row once) instead of rmsnorm -> linear. The
-// kernel's limit (8); measured on the H100 at 120b/20b sizes with the DISABLED_ThresholdSweep test of
-// tests/kernels/cuda_router_test.cpp (run 31: fused 6.8 vs 8.4 us at T = 8, E = 128; a version with
-// 8-token chunks and 4 rows a block took 22 us at T = 64 against 8.9, latency-bound per block).
-constexpr int64_t kMoeRouterFusedMaxTokens = 8;
-// Tokens above which the MoE sorts the (token, slot) pairs by expert and runs grouped GEMMs (each
-// expert's weights read once per tile of pairs) instead of the per-(token, slot) GEMVs. Measured on
-// the H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test of
-// tests/kernels/cuda_moe_grouped_test.cpp (docs/PERFORMANCE.md, "MoE prefill: weights decoded into
-// the mma fragments"), route + both kernels per call: GEMVs 999 us at T=64, 1224 at T=80, 1906 at
-// T=128; grouped 1015, 1071 and 1169 us: they cross between T=64 and T=80.
-// With 16-pair tiles for decode batches (run 17, same test, µs per 120b layer): GEMVs 548 at T=32,
-// 993 at 64; grouped 649 and 847: they cross near T=48. With the thin kernels of those tiles
-// (bf16_mxfp4w_moe_thin.cu, run 21): GEMVs 292 / 426 / 546 at T = 16 / 24 / 32, grouped 327 / 423 /
-// 518: they tie at T = 24; the GEMVs keep T <= 24.
-constexpr int64_t kMoeGroupedMinTokens = 24;
-// Tokens per sequence of the call (T / block-table rows) from which attention runs the tiled
-// prefill kernel (one block per query tile of 16 tokens x 8 q heads of one sequence, each K/V tile
-// shared by all of them, tensor cores) instead of the split-K decode kernel (each token re-reads
-// its keys; splits the key range when T is small). A decode batch (one token per sequence) stays
-// on the decode kernel. Measured with bench_kernels on the H100 (docs/PERFORMANCE.md, "Attention
-// prefill"), one sequence on a 4096-token prefix: decode 132 us at T=32 and 257 us at T=64, prefill
-// ~182 us for any T <= 64 (8 blocks); window 128: decode 11.3 / 18.3 us, prefill 16.4 / 16.5 us.
-// They cross near T=48.
-constexpr int64_t kAttentionPrefillMinTokensPerSeq = 48;
+using namespace heuristics;
 
 // --moe-activation (set_moe_activation): the grouped MoE GEMMs' activations on CUDA.
 MoeActivation g_moe_activation = MoeActivation::BF16;
@@ -454,7 +416,7 @@ Status moe(const MoeArgs& a) {
   MoeArgs b = a;
   if (b.activation == MoeActivation::Default)
     b.activation = dev == Device::CUDA ? g_moe_activation : MoeActivation::BF16;
-  if (dev == Device::CUDA && T > kMoeGroupedMinTokens) {
+  if (dev == Device::CUDA && T > kMoeGemvMaxTokens) {
     if (b.activation == MoeActivation::FP8)
       return route("moe_grouped_fp8", dev, b, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
     return route("moe_grouped", dev, b, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
@@ -465,7 +427,7 @@ Status moe(const MoeArgs& a) {
 
 bool moe_selects_from_logits(Device dev, int64_t T, int64_t E) {
 #ifdef MXSERVE_HAVE_CUDA
-  return dev == Device::CUDA && T <= kMoeGroupedMinTokens && cuda::moe_selects_supported(E);
+  return dev == Device::CUDA && T <= kMoeGemvMaxTokens && cuda::moe_selects_supported(E);
 #else
   (void)dev, (void)T, (void)E;
   return false;
@@ -649,15 +611,17 @@ std::string prefill_attention_kernel() {
   return "bf16_attention_prefill (tiled, mma.sync)";
 }
 std::string grouped_bf16_gemms() {
+  bool wgmma = false;
 #ifdef MXSERVE_HAVE_CUDA
-  if (cuda::moe_grouped_wgmma_available())
-    return fmt::format("BF16 activations on wgmma from {} pairs per expert on average (128-pair tiles, weights "
-                       "decoded into the A registers), else mma.sync with 64-pair tiles, 16-pair tiles up to 16 pairs "
-                       "per expert",
-                       cuda::moe_grouped_wgmma_min_pairs_per_expert());
+  wgmma = cuda::moe_grouped_wgmma_available();
 #endif
-  return "BF16 activations on mma.sync, 128-pair tiles from 64 pairs per expert on average, else 64, 16 up to 16 "
-         "pairs per expert";
+  return fmt::format("BF16 activations: bf16_mxfp4w_moe_thin (16-pair tiles) up to {} pairs per expert on average, "
+                     "{} pairs per expert, 128-pair tiles from {}",
+                     kShortTileMaxPairsPerExpert,
+                     wgmma ? fmt::format("bf16_mxfp4w_moe_grouped_wgmma (weights decoded into the A registers) from {}",
+                                         kWgmmaMinPairsPerExpert)
+                           : std::string("bf16_mxfp4w_moe_grouped (mma.sync) above that"),
+                     kTallTileMinPairsPerExpert);
 }
 }  // namespace
 
@@ -671,10 +635,10 @@ std::vector<std::string> dispatch_summary(Device device) {
                   kLinearGemvMaxTokens),
       fmt::format("moe_router: T <= {} -> bf16_bf16w_norm_router (rmsnorm + router GEMV in one kernel), else "
                   "rmsnorm -> linear; then router_topk where moe does not select from the logits (T > {})",
-                  kMoeRouterFusedMaxTokens, kMoeGroupedMinTokens),
+                  kMoeRouterFusedMaxTokens, kMoeGemvMaxTokens),
       fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else {} (device routing + "
                   "grouped MXFP4 GEMM, {})",
-                  kMoeGroupedMinTokens,
+                  kMoeGemvMaxTokens,
                   g_moe_activation == MoeActivation::FP8 ? "expand + e4m3_mxfp4w_moe_grouped" : "bf16_mxfp4w_moe_grouped",
                   g_moe_activation == MoeActivation::FP8
                       ? "FP8 E4M3 activations with per-32 E8M0 scales, 64-pair tiles"

@@ -6,22 +6,11 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "kernels/heuristics.h"
 #include "runtime/tp_followers.h"
 
 namespace mx {
 namespace {
-
-// Decode bucket sizes: every size up to 8 (a padded token reads its own 4 experts: small batches
-// stay exact), then steps of 4 to 16, 8 to 64, 16 to 128, 32 to 256, 64 beyond.
-std::vector<int> decode_buckets(int max_rows) {
-  std::vector<int> b;
-  for (int n = 1; n <= max_rows;) {
-    b.push_back(n);
-    n += n < 8 ? 1 : n < 16 ? 4 : n < 64 ? 8 : n < 128 ? 16 : n < 256 ? 32 : 64;
-  }
-  if (b.back() != max_rows) b.push_back(max_rows);
-  return b;
-}
 
 // 4-byte words of the fixed input area, in this order.
 struct InLayout {
@@ -73,7 +62,7 @@ struct StepRunner::Views {
 };
 
 StepRunner::StepRunner(const Model& model, const KvCache& kv, const StepRunnerArgs& args)
-    : model_(model), kv_(kv), args_(args), device_(model.weights.device), buckets_(decode_buckets(args.max_rows)) {}
+    : model_(model), kv_(kv), args_(args), device_(model.weights.device), buckets_(heuristics::decode_buckets(args.max_rows)) {}
 
 StepRunner::~StepRunner() {
   while (!launched_.empty()) (void)collect();  // the device must be done with the buffers

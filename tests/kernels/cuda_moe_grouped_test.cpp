@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "kernels/heuristics.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
 #endif
@@ -24,8 +25,8 @@ namespace {
 // element: NMSE ~1e-6 of the residual) and sums in another order; 1e-4 still catches one wrong
 // row, lane or tile (the corrupted output below reads ~1e-3).
 constexpr double kGroupedNmse = 1e-4;
-// Equal to kMoeGroupedMinTokens in src/kernels/dispatch.cpp; DispatchThreshold fails if they differ.
-constexpr int64_t kThreshold = 24;
+// The MoE GEMVs' last token count (heuristics.h); above it ops::moe takes the grouped path.
+constexpr int64_t kThreshold = heuristics::kMoeGemvMaxTokens;
 
 struct Shape {
   int64_t T;
@@ -140,13 +141,13 @@ class CudaMoeGrouped : public ::testing::TestWithParam<Gemm> {
 #ifdef MXSERVE_HAVE_CUDA
     if (GetParam() == Gemm::kWgmma && !cuda::moe_grouped_wgmma_available())
       GTEST_SKIP() << "no sm_90a code for this device: the wgmma grouped GEMMs are not built for it";
-    cuda::set_moe_grouped_kernel(GetParam() == Gemm::kWgmma ? cuda::GroupedKernel::kWgmma
-                                                            : cuda::GroupedKernel::kMmaSync);
+    cuda::set_moe_grouped_kernel(GetParam() == Gemm::kWgmma ? heuristics::MoeGroupedPin::kWgmma
+                                                            : heuristics::MoeGroupedPin::kMmaSync);
 #endif
   }
   void TearDown() override {
 #ifdef MXSERVE_HAVE_CUDA
-    cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kAuto);
+    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kAuto);
 #endif
   }
 };
@@ -360,14 +361,14 @@ TEST(CudaMoeGroupedSweep, DISABLED_ThresholdSweep) {
       return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     };
     const double g = T <= 256 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
-    cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kMmaSync);
+    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kMmaSync);
     const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
     double qw = 0.0;
     if (cuda::moe_grouped_wgmma_available()) {
-      cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kWgmma);
+      cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kWgmma);
       qw = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
     }
-    cuda::set_moe_grouped_kernel(cuda::GroupedKernel::kAuto);
+    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kAuto);
     const double q8 = time_us([](ops::MoeArgs a) {
       a.activation = ops::MoeActivation::FP8;
       return cuda::moe_grouped(a);

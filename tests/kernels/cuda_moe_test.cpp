@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "cuda_test_util.h"
+#include "kernels/heuristics.h"
 
 namespace mx::test {
 namespace {
@@ -159,7 +160,7 @@ TEST(CudaMoe, BatchEightTopEightAndChunkedRows) {
 }
 
 // ops::moe with the router logits: on CUDA the GEMV kernels select each token's top-K themselves
-// (T <= kMoeGroupedMinTokens), beyond that router_topk runs before the grouped path. ids bitwise
+// (T <= heuristics::kMoeGemvMaxTokens), beyond that router_topk runs before the grouped path. ids bitwise
 // and weights as the CPU's router_topk, ties on a coarse logit grid included.
 TEST(CudaMoe, SelectsExpertsFromRouterLogits) {
   MX_REQUIRE_CUDA();

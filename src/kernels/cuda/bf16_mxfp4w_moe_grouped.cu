@@ -307,18 +307,23 @@ cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
 
 cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
-  const bool tile_ok = p.tile_m == kGroupedTileM ||
-                       (!p.fp8 && !p.xp && (p.tile_m == kGroupedTallTileM || p.tile_m == kGroupedShortTileM)) ||
-                       (p.xp && p.tile_m == kGroupedTallTileM);
-  if (!tile_ok) return cudaErrorInvalidValue;
+  using heuristics::MoeGroupedGemm;
+  const bool tile_ok = p.gemm == MoeGroupedGemm::kThin ? p.tile_m == kGroupedShortTileM
+                       : p.gemm == MoeGroupedGemm::kFp8 ? p.tile_m == kGroupedTileM
+                                                        : p.tile_m == kGroupedTileM || p.tile_m == kGroupedTallTileM;
+  if (!tile_ok || (p.gemm == MoeGroupedGemm::kWgmma) != (p.xp != nullptr)) return cudaErrorInvalidValue;
   if (const cudaError_t e = launch_pdl(bf16_mxfp4w_moe_grouped_route, dim3(1), dim3(kRouteThreads), 0, s, p);
       e != cudaSuccess)
     return e;
-  const cudaError_t err = p.fp8                              ? run_e4m3_mxfp4w_moe_grouped_gemms(p, s)
-                          : p.xp                             ? run_bf16_mxfp4w_moe_grouped_wgmma_gemms(p, s)
-                          : p.tile_m == kGroupedTallTileM  ? launch_gemms<Shape<8>>(p, s)
-                          : p.tile_m == kGroupedShortTileM ? run_bf16_mxfp4w_moe_thin_gemms(p, s)
-                                                           : launch_gemms<Shape<4>>(p, s);
+  cudaError_t err = cudaErrorInvalidValue;
+  switch (p.gemm) {
+    case MoeGroupedGemm::kThin: err = run_bf16_mxfp4w_moe_thin_gemms(p, s); break;
+    case MoeGroupedGemm::kMmaSync:
+      err = p.tile_m == kGroupedTallTileM ? launch_gemms<Shape<8>>(p, s) : launch_gemms<Shape<4>>(p, s);
+      break;
+    case MoeGroupedGemm::kWgmma: err = run_bf16_mxfp4w_moe_grouped_wgmma_gemms(p, s); break;
+    case MoeGroupedGemm::kFp8: err = run_e4m3_mxfp4w_moe_grouped_gemms(p, s); break;
+  }
   if (err != cudaSuccess) return err;
   const int threads = (p.D / 8 + 31) / 32 * 32;
   return launch_pdl(bf16_mxfp4w_moe_grouped_finalize, dim3(unsigned(p.T)), dim3(threads < 512 ? threads : 512), 0, s, p);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "kernels/heuristics.h"
 #include "kernels/ops.h"
 
 namespace mx::cuda {
@@ -58,12 +59,10 @@ bool moe_router_fused_supported(const ops::MoeRouterArgs& a);  // the fused kern
 Status moe(const ops::MoeArgs& a);
 bool moe_selects_supported(int64_t E);  // moe can select from E experts' logits (E <= kTopkMaxExperts)
 Status moe_grouped(const ops::MoeArgs& a);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)
-// The BF16 grouped GEMMs: wgmma where this build's sm_90a code runs on the device (kAuto), else
-// mma.sync. A process setting so that tests and benches can pin one under ops::moe.
-enum class GroupedKernel { kAuto, kMmaSync, kWgmma };
-void set_moe_grouped_kernel(GroupedKernel k);
+// The BF16 grouped GEMMs: heuristics::plan_moe_grouped's choice (kAuto), or a family pinned by a
+// process setting so that tests and benches can run one under ops::moe.
+void set_moe_grouped_kernel(heuristics::MoeGroupedPin pin);
 bool moe_grouped_wgmma_available();
-int moe_grouped_wgmma_min_pairs_per_expert();  // kAuto takes wgmma from this many pairs per expert
 
 // utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)
 Status fill_random(const ops::FillRandomArgs& a);

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/heuristics.h"
+
 namespace mx::cuda::kern {
 
 // bf16_gather_rows.cu: out[i] = table[rows[i]] (embed and gather_rows); an id outside [0, n_rows)
@@ -237,11 +239,11 @@ float moe_gemv_act_scale(float limit, float alpha);  // needs limit >= 0 finite,
 // GEMM (+ bias) -> finalize (per token, the K weighted rows in slot order into the residual).
 namespace mx::cuda::kern {
 
-// (token, slot) rows per GEMM tile, all of one expert: kGroupedTileM, or kGroupedTallTileM (BF16
-// GEMMs where the experts average 64 pairs or more: launch_moe_grouped.cpp).
-inline constexpr int kGroupedTileM = 64;
-inline constexpr int kGroupedTallTileM = 128;
-inline constexpr int kGroupedShortTileM = 16;  // decode batches: few pairs per expert (bf16_mxfp4w_moe_thin.cu)
+// (token, slot) rows per GEMM tile, all of one expert: the heights of heuristics.h, chosen per call
+// by heuristics::plan_moe_grouped.
+inline constexpr int kGroupedTileM = heuristics::kGroupedTileM;
+inline constexpr int kGroupedTallTileM = heuristics::kGroupedTallTileM;
+inline constexpr int kGroupedShortTileM = heuristics::kGroupedShortTileM;  // bf16_mxfp4w_moe_thin.cu
 inline constexpr int kGroupedMaxExperts = 1024;
 struct MoeGroupedParams {
   const void* x;             // (T, D) bf16
@@ -266,13 +268,13 @@ struct MoeGroupedParams {
   uint8_t* xs;          // (P, D/32) e8m0
   uint8_t* actq;        // (P, F) e4m3: SwiGLU output, quantized in the gate_up epilogue
   uint8_t* act_scales;  // (P, F/32) e8m0
-  // The wgmma GEMMs (bf16_mxfp4w_moe_grouped_wgmma.cu) when set; act is then in their permuted k order.
-  void* xp;  // (T, D) bf16: x with every 64-wide stage permuted
+  // The wgmma GEMMs (bf16_mxfp4w_moe_grouped_wgmma.cu); act is then in their permuted k order.
+  void* xp;  // (T, D) bf16: x with every 64-wide stage permuted; null for the other families
   int64_t T;
   int D, F, E, K, max_tiles;
-  int tile_m;  // rows per tile: kGroupedTileM, or kGroupedTallTileM / kGroupedShortTileM (BF16 only)
+  int tile_m;  // rows per tile: kGroupedShortTileM for kThin, else kGroupedTileM or kGroupedTallTileM
   float limit, alpha;
-  bool fp8;
+  heuristics::MoeGroupedGemm gemm;  // the GEMM family (heuristics::plan_moe_grouped)
 };
 int moe_grouped_max_tiles(int64_t T, int K, int E, int tile_m);  // bound on the tile count
 size_t moe_grouped_smem_bytes(int tile_m, int D, int F);  // dynamic shared memory of the BF16 GEMM kernels

@@ -9,14 +9,6 @@
 namespace mx::cuda {
 namespace {
 
-// Aim: T * Hkv * splits ~ this many blocks per SM. bench_kernels on the H100, depth 32768, one
-// token: 2 was the fastest of 1..4 (docs/lab/KERNEL_NOTES.md, "Decode attention on the tensor
-// cores").
-constexpr int kBlocksPerSm = 2;
-// The same with an FP8 cache, whose tiles cost more instructions per byte (the widening): at depth
-// 32768 4 beat 2 and 3, and more change nothing at the 64-split cap (docs/lab/RUNS_21-30.md,
-// run 23).
-constexpr int kBlocksPerSmFp8 = 4;
 
 // Splits for a call (the grid): enough blocks to fill the GPU, no more than the longest key range
 // needs. The longest range is bounded by the block table (no host sync to read the positions);
@@ -25,7 +17,8 @@ constexpr int kBlocksPerSmFp8 = 4;
 // (then the call has far more than enough blocks anyway).
 int attention_splits(int64_t T, int Hkv, int64_t max_keys, bool fp8) {
   if (T * Hkv > kern::kAttnMergeCounters) return 1;
-  const int64_t blocks = int64_t(fp8 ? kBlocksPerSmFp8 : kBlocksPerSm) * sm_count();
+  const int64_t blocks =
+      int64_t(fp8 ? heuristics::kAttentionBlocksPerSmFp8 : heuristics::kAttentionBlocksPerSm) * sm_count();
   const int64_t fill = (blocks + T * Hkv - 1) / (T * Hkv);
   const int64_t need = (max_keys + kern::kAttnMinKeysPerSplit - 1) / kern::kAttnMinKeysPerSplit;
   return int(std::clamp<int64_t>(std::min(fill, need), 1, kern::kAttnMaxSplits));

@@ -9,22 +9,9 @@ namespace mx::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
-// BF16 GEMM tiles of 128 pairs (each weight decoded once per 128 pairs, twice the A reads per mma)
-// from this many pairs per expert on average, else 64. H100, one 120b layer (grouped path total):
-// 128-pair tiles won at T = 2048 (64 pairs per expert) and lost at T = 512 (16 per expert)
-// (docs/lab/KERNEL_NOTES.md, "MoE prefill: weights decoded into the mma fragments").
-constexpr int64_t kTallTileMinPairsPerExpert = 64;
-// The wgmma GEMMs from this many pairs per expert on average (the 128-pair tiles), mma.sync below.
-// H100, one 120b layer (E = 128), route + GEMMs + finalize: wgmma won at T = 2048 (64 pairs per
-// expert) and lost at T = 512 (16 per expert) (docs/lab/RUNS_01-10.md, run 10).
-constexpr int64_t kWgmmaMinPairsPerExpert = 64;
-// BF16 mma.sync tiles of 16 pairs up to this many pairs per expert on average (decode batches:
-// the 64-row tiles spend their mma work on empty rows). Set from the sweep in
-// tests/kernels/cuda_moe_grouped_test.cpp (DISABLED_ThresholdSweep, docs/lab/RUNS_11-20.md, run 17).
-constexpr int64_t kShortTileMaxPairsPerExpert = 16;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-cuda::GroupedKernel g_kernel = cuda::GroupedKernel::kAuto;
+heuristics::MoeGroupedPin g_pin = heuristics::MoeGroupedPin::kAuto;  // set_moe_grouped_kernel
 
 Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   const int64_t T = a.x.dim(0);
@@ -52,21 +39,20 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
   // The thin and wgmma GEMMs address x and act rows with 32-bit element offsets; a call past that
   // (budgets of ~186k tokens at gpt-oss sizes) takes the mma.sync GEMMs, which use 64-bit ones.
   const bool offsets32 = T * K * std::max(D, F) < (int64_t(1) << 31);
-  const bool short_tiles =
-      !fp8 && offsets32 && g_kernel != cuda::GroupedKernel::kWgmma && T * K <= kShortTileMaxPairsPerExpert * E;
-  const int tile_m = fp8                                     ? kern::kGroupedTileM
-                     : T * K >= kTallTileMinPairsPerExpert * E ? kern::kGroupedTallTileM
-                     : short_tiles                             ? kern::kGroupedShortTileM
-                                                               : kern::kGroupedTileM;
-  // BF16 GEMMs on wgmma where this build's sm_90a code runs on the device (kAuto), else mma.sync.
-  MX_CHECK(fp8 || g_kernel != cuda::GroupedKernel::kWgmma || kern::moe_grouped_wgmma_available(),
+  using heuristics::MoeGroupedGemm, heuristics::MoeGroupedPin;
+  MX_CHECK(fp8 || g_pin != MoeGroupedPin::kWgmma || kern::moe_grouped_wgmma_available(),
            "bf16_mxfp4w_moe_grouped_wgmma: this build has no sm_90a code for this device");
-  MX_CHECK(fp8 || g_kernel != cuda::GroupedKernel::kWgmma || offsets32,
+  MX_CHECK(fp8 || g_pin != MoeGroupedPin::kWgmma || offsets32,
            "bf16_mxfp4w_moe_grouped_wgmma: {} tokens x {} x {} activations exceed its 2^31-element offsets", T, K,
            std::max(D, F));
-  const bool wgmma = !fp8 && offsets32 && g_kernel != cuda::GroupedKernel::kMmaSync && kern::moe_grouped_wgmma_available() &&
-                     tile_m != kern::kGroupedShortTileM &&
-                     (g_kernel == cuda::GroupedKernel::kWgmma || T * K >= kWgmmaMinPairsPerExpert * E);
+  const heuristics::MoeGroupedPlan plan = heuristics::plan_moe_grouped({.pairs = T * K,
+                                                                        .experts = E,
+                                                                        .fp8 = fp8,
+                                                                        .offsets32 = offsets32,
+                                                                        .wgmma_available = kern::moe_grouped_wgmma_available(),
+                                                                        .pin = g_pin});
+  const int tile_m = plan.tile_m;
+  const bool wgmma = plan.gemm == MoeGroupedGemm::kWgmma;
   const size_t smem = fp8     ? kern::moe_grouped_e4m3_smem_bytes()
                       : wgmma ? kern::moe_grouped_wgmma_smem_bytes(tile_m, D, F)
                               : kern::moe_grouped_smem_bytes(tile_m, D, F);
@@ -108,15 +94,13 @@ Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
       .act_scales = fp8 ? reinterpret_cast<uint8_t*>(w + off_act + P * size_t(F)) : nullptr,
       .xp = wgmma ? w + off_xq : nullptr, .T = T, .D = D, .F = F,
       .E = E, .K = K, .max_tiles = max_tiles, .tile_m = tile_m, .limit = a.swiglu_limit, .alpha = a.swiglu_alpha,
-      .fp8 = fp8};
-  return kernel_status(wgmma ? "bf16_mxfp4w_moe_grouped_wgmma" : "bf16_mxfp4w_moe_grouped",
-                       kern::run_bf16_mxfp4w_moe_grouped(p, stream()));
+      .gemm = plan.gemm};
+  return kernel_status(heuristics::moe_grouped_gemm_name(plan.gemm), kern::run_bf16_mxfp4w_moe_grouped(p, stream()));
 }
 
 }  // namespace
 
-void set_moe_grouped_kernel(GroupedKernel k) { g_kernel = k; }
-int moe_grouped_wgmma_min_pairs_per_expert() { return int(kWgmmaMinPairsPerExpert); }
+void set_moe_grouped_kernel(heuristics::MoeGroupedPin pin) { g_pin = pin; }
 bool moe_grouped_wgmma_available() { return kern::moe_grouped_wgmma_available(); }
 
 Status moe_grouped(const ops::MoeArgs& a) {
