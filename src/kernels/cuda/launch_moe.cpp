@@ -1,53 +1,54 @@
 // Launchers of the MoE CUDA ops: router_topk and moe (the MXFP4 expert GEMVs for a few tokens, from
 // the ids or selecting from the router logits); each checks its kernel's contract first.
-#include <cmath>
+#include <string>
 
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
 namespace {
 
+// bf16_router_topk's contract, with the reason it fails (empty when the kernel can run).
+std::string router_topk_contract_violation(const ops::RouterTopkArgs& a) {
+  const int64_t E = a.logits.dim(1), K = a.ids.dim(1);
+  if (E > kern::kTopkMaxExperts || K > kern::kTopkMaxK)
+    return fmt::format("E={} K={} beyond {} / {}", E, K, kern::kTopkMaxExperts, kern::kTopkMaxK);
+  if (a.weights.dim(0) != a.ids.dim(0) || a.weights.dim(1) != K)
+    return fmt::format("weights {} vs ids {}", a.weights.shape_str(), a.ids.shape_str());
+  return {};
+}
+
 Status launch_bf16_router_topk(const ops::RouterTopkArgs& a) {
-  const int E = int(a.logits.dim(1)), K = int(a.ids.dim(1));
-  MX_CHECK(E <= kern::kTopkMaxExperts && K <= kern::kTopkMaxK, "bf16_router_topk: E={} K={} beyond {} / {}", E, K,
-           kern::kTopkMaxExperts, kern::kTopkMaxK);
-  MX_CHECK(a.weights.dim(0) == a.ids.dim(0) && a.weights.dim(1) == K, "bf16_router_topk: weights {} vs ids {}",
-           a.weights.shape_str(), a.ids.shape_str());
+  const std::string bad = router_topk_contract_violation(a);
+  MX_CHECK(bad.empty(), "bf16_router_topk: {}", bad);
   const kern::RouterTopkParams p{.logits = a.logits.data, .logits_f32 = a.logits.dtype == DType::F32,
                                  .ids = a.ids.ptr<int32_t>(), .weights = a.weights.ptr<float>(),
-                                 .T = a.logits.dim(0), .E = E, .K = K};
+                                 .T = a.logits.dim(0), .E = int(a.logits.dim(1)), .K = int(a.ids.dim(1))};
   return kernel_status("bf16_router_topk", kern::run_bf16_router_topk(p, stream()));
 }
 
+// bf16_mxfp4w_moe_gemv's contract: the experts' (shared with the grouped GEMMs), its shared memory,
+// the router logits it selects from; the reason it fails (empty when the kernel can run).
+std::string moe_gemv_contract_violation(const ops::MoeArgs& a) {
+  if (std::string bad = mxfp4_experts_contract_violation(a); !bad.empty()) return bad;
+  const int D = int(a.x.dim(1)), K = int(a.ids.dim(1)), F = int(a.w.gate_up_blocks.dim(1) / 2);
+  const size_t smem = kern::moe_gemv_smem_bytes(D, F, K);
+  if (smem > max_smem_per_block())
+    return fmt::format("needs {} bytes of shared memory (D={} F={} K={}), device has {}", smem, D, F, K,
+                       max_smem_per_block());
+  if (!a.logits.empty() && !moe_selects_supported(a.logits.dim(1)))
+    return fmt::format("selects from at most {} experts' logits, got {}", kern::kTopkMaxExperts, a.logits.dim(1));
+  return {};
+}
+
 Status launch_bf16_mxfp4w_moe_gemv(const ops::MoeArgs& a) {
+  const std::string bad = moe_gemv_contract_violation(a);
+  MX_CHECK(bad.empty(), "bf16_mxfp4w_moe_gemv: {}", bad);
   const int64_t T = a.x.dim(0);
   const int D = int(a.x.dim(1)), K = int(a.ids.dim(1)), E = int(a.w.gate_up_blocks.dim(0));
   const int F = int(a.w.gate_up_blocks.dim(1) / 2);
-  MX_CHECK(a.w.gate_up_blocks.dim(1) % 2 == 0 && a.w.gate_up_blocks.dim(3) == 16 && a.w.down_blocks.dim(3) == 16,
-           "bf16_mxfp4w_moe_gemv: blocks {} / {} are not (E, N, G, 16)", a.w.gate_up_blocks.shape_str(),
-           a.w.down_blocks.shape_str());
-  MX_CHECK(D % 32 == 0 && F % 32 == 0 && K >= 1 && K <= kern::kMoeMaxK,
-           "bf16_mxfp4w_moe_gemv: needs D, F multiples of 32 and 1 <= K <= {} (D={} F={} K={})", kern::kMoeMaxK, D, F,
-           K);
-  MX_CHECK(a.w.down_blocks.dim(0) == E && a.w.gate_up_scales.dim(0) == E && a.w.down_scales.dim(0) == E &&
-               a.w.gate_up_bias.dim(0) == E && a.w.down_bias.dim(0) == E && a.w.gate_up_bias.dim(1) == 2 * F &&
-               a.w.down_bias.dim(1) == D && a.w.gate_up_scales.dim(2) == D / 32 && a.w.down_scales.dim(2) == F / 32,
-           "bf16_mxfp4w_moe_gemv: expert tensors disagree on E={} D={} F={}", E, D, F);
-  MX_CHECK(a.weights.dim(0) == T && a.weights.dim(1) == K, "bf16_mxfp4w_moe_gemv: weights {} vs ids {}",
-           a.weights.shape_str(), a.ids.shape_str());
-  MX_CHECK(aligned16(a.x.data) && aligned16(a.w.gate_up_blocks.data) && aligned16(a.w.down_blocks.data),
-           "bf16_mxfp4w_moe_gemv: x and the expert blocks must be 16-byte aligned");
-  const size_t smem = kern::moe_gemv_smem_bytes(D, F, K);
-  MX_CHECK(smem <= max_smem_per_block(), "bf16_mxfp4w_moe_gemv: needs {} bytes of shared memory, device has {}",
-           smem, max_smem_per_block());
-  MX_CHECK(std::isfinite(a.swiglu_limit) && a.swiglu_limit >= 0.0f && a.swiglu_alpha > 0.0f,
-           "bf16_mxfp4w_moe_gemv: needs a finite swiglu_limit >= 0 and alpha > 0 (limit={} alpha={})",
-           a.swiglu_limit, a.swiglu_alpha);
   if (T == 0) return ok_status();
   void* act;
   MX_ASSIGN(act, workspace(size_t(T) * K * F * 2));
-  MX_CHECK(a.logits.empty() || moe_selects_supported(a.logits.dim(1)),
-           "bf16_mxfp4w_moe_gemv: selects from at most {} experts' logits", kern::kTopkMaxExperts);
   const kern::MoeParams p{.x = a.x.data, .ids = a.ids.ptr<int32_t>(), .weights = a.weights.ptr<float>(),
                           .logits = a.logits.empty() ? nullptr : a.logits.data,
                           .logits_f32 = a.logits.dtype == DType::F32,

@@ -1,7 +1,8 @@
 // Launcher of the many-token MoE path (cuda::moe_grouped, used by dispatch above a measured token
-// count): checks the contract of bf16_mxfp4w_moe_grouped and carves its scratch from the workspace.
+// count): plans the grouped GEMMs (bf16_mxfp4w_moe_grouped and its thin, wgmma and FP8 families),
+// checks their contract and carves their scratch from the workspace.
 #include <algorithm>
-#include <cmath>
+#include <string>
 
 #include "kernels/cuda/launch_util.h"
 
@@ -13,59 +14,72 @@ size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 heuristics::MoeGroupedPin g_pin = heuristics::MoeGroupedPin::kAuto;  // set_moe_grouped_kernel
 
+// Whether a call must run the wgmma GEMMs (pinned; the pin is for the BF16 families).
+bool pinned_wgmma(bool fp8) { return !fp8 && g_pin == heuristics::MoeGroupedPin::kWgmma; }
+
+// The thin and wgmma GEMMs address x and act rows with 32-bit element offsets; a call past that
+// (budgets of ~186k tokens at gpt-oss sizes) takes the mma.sync GEMMs, which use 64-bit ones.
+bool offsets32(const ops::MoeArgs& a) {
+  const int64_t T = a.x.dim(0), K = a.ids.dim(1), D = a.x.dim(1), F = a.w.gate_up_blocks.dim(1) / 2;
+  return T * K * std::max(D, F) < (int64_t(1) << 31);
+}
+
+// The GEMMs of a call (plan_moe_grouped; computed before the contract is checked, which also
+// looks at the plan's shared memory).
+heuristics::MoeGroupedPlan grouped_plan(const ops::MoeArgs& a, bool fp8) {
+  return heuristics::plan_moe_grouped({.pairs = a.x.dim(0) * a.ids.dim(1),
+                                       .experts = a.w.gate_up_blocks.dim(0),
+                                       .fp8 = fp8,
+                                       .offsets32 = offsets32(a),
+                                       .wgmma_available = kern::moe_grouped_wgmma_available(),
+                                       .pin = g_pin});
+}
+
+// The kernel a call asks for, named in its errors: the pinned wgmma one (plan_moe_grouped falls
+// back from it where it cannot run; the contract refuses instead), else the plan's.
+const char* grouped_kernel_name(const heuristics::MoeGroupedPlan& plan, bool fp8) {
+  return heuristics::moe_grouped_gemm_name(pinned_wgmma(fp8) ? heuristics::MoeGroupedGemm::kWgmma : plan.gemm);
+}
+
+// The grouped GEMMs' contract under a plan: the experts' (shared with the GEMVs), the kernels'
+// limits, a pinned wgmma family, the device; the reason it fails (empty when the kernels can run).
+std::string moe_grouped_contract_violation(const ops::MoeArgs& a, bool fp8, const heuristics::MoeGroupedPlan& plan) {
+  if (std::string bad = mxfp4_experts_contract_violation(a); !bad.empty()) return bad;
+  const int64_t T = a.x.dim(0), K = a.ids.dim(1);
+  const int D = int(a.x.dim(1)), E = int(a.w.gate_up_blocks.dim(0)), F = int(a.w.gate_up_blocks.dim(1) / 2);
+  if (E > kern::kGroupedMaxExperts) return fmt::format("E={} experts > {}", E, kern::kGroupedMaxExperts);
+  if (!aligned16(a.residual.data)) return "residual must be 16-byte aligned";
+  if (pinned_wgmma(fp8) && !kern::moe_grouped_wgmma_available()) return "this build has no sm_90a code for this device";
+  if (pinned_wgmma(fp8) && !offsets32(a))
+    return fmt::format("{} tokens x {} x {} activations exceed its 2^31-element offsets", T, K, std::max(D, F));
+  const size_t smem = fp8 ? kern::moe_grouped_e4m3_smem_bytes()
+                      : plan.gemm == heuristics::MoeGroupedGemm::kWgmma
+                          ? kern::moe_grouped_wgmma_smem_bytes(plan.tile_m, D, F)
+                          : kern::moe_grouped_smem_bytes(plan.tile_m, D, F);
+  if (smem > max_smem_per_block())
+    return fmt::format("needs {} bytes of shared memory (tile_m={} D={} F={}), device has {}", smem, plan.tile_m, D,
+                       F, max_smem_per_block());
+  if (fp8 && compute_capability() < 89)
+    return fmt::format("FP8 activations need FP8 tensor cores (compute capability 8.9 or later), device has {}.{}",
+                       compute_capability() / 10, compute_capability() % 10);
+  if (int64_t(2) * F * (D / 32) >= (int64_t(1) << 31) || int64_t(D) * (F / 32) >= (int64_t(1) << 31))
+    return fmt::format("an expert's {} x {} weights exceed 2^31 MXFP4 blocks", 2 * F, D);
+  if (T * K >= (int64_t(1) << 30)) return fmt::format("{} tokens x {} is too many pairs (>= 2^30)", T, K);
+  const int max_tiles = kern::moe_grouped_max_tiles(T, int(K), E, plan.tile_m);
+  if (max_tiles > 65535) return fmt::format("{} tiles exceed the grid limit 65535 (T={})", max_tiles, T);
+  return {};
+}
+
 Status launch_bf16_mxfp4w_moe_grouped(const ops::MoeArgs& a, bool fp8) {
+  const heuristics::MoeGroupedPlan plan = grouped_plan(a, fp8);
+  const std::string bad = moe_grouped_contract_violation(a, fp8, plan);
+  MX_CHECK(bad.empty(), "{}: {}", grouped_kernel_name(plan, fp8), bad);
   const int64_t T = a.x.dim(0);
   const int D = int(a.x.dim(1)), K = int(a.ids.dim(1)), E = int(a.w.gate_up_blocks.dim(0));
   const int F = int(a.w.gate_up_blocks.dim(1) / 2);
-  MX_CHECK(a.w.gate_up_blocks.dim(1) % 2 == 0 && a.w.gate_up_blocks.dim(3) == 16 && a.w.down_blocks.dim(3) == 16,
-           "bf16_mxfp4w_moe_grouped: blocks {} / {} are not (E, N, G, 16)", a.w.gate_up_blocks.shape_str(),
-           a.w.down_blocks.shape_str());
-  MX_CHECK(std::isfinite(a.swiglu_limit) && a.swiglu_limit >= 0.0f && a.swiglu_alpha > 0.0f,
-           "bf16_mxfp4w_moe_grouped: swiglu_limit {} and alpha {} must be finite, >= 0 and > 0", a.swiglu_limit,
-           a.swiglu_alpha);
-  MX_CHECK(D % 32 == 0 && F % 32 == 0 && K >= 1 && K <= kern::kMoeMaxK && E <= kern::kGroupedMaxExperts,
-           "bf16_mxfp4w_moe_grouped: needs D, F multiples of 32, 1 <= K <= {}, E <= {} (D={} F={} K={} E={})",
-           kern::kMoeMaxK, kern::kGroupedMaxExperts, D, F, K, E);
-  MX_CHECK(a.w.down_blocks.dim(0) == E && a.w.gate_up_scales.dim(0) == E && a.w.down_scales.dim(0) == E &&
-               a.w.gate_up_bias.dim(0) == E && a.w.down_bias.dim(0) == E && a.w.gate_up_bias.dim(1) == 2 * F &&
-               a.w.down_bias.dim(1) == D && a.w.gate_up_scales.dim(2) == D / 32 && a.w.down_scales.dim(2) == F / 32,
-           "bf16_mxfp4w_moe_grouped: expert tensors disagree on E={} D={} F={}", E, D, F);
-  MX_CHECK(a.weights.dim(0) == T && a.weights.dim(1) == K && a.residual.dim(0) == T,
-           "bf16_mxfp4w_moe_grouped: weights {} / residual {} vs ids {}", a.weights.shape_str(),
-           a.residual.shape_str(), a.ids.shape_str());
-  MX_CHECK(aligned16(a.x.data) && aligned16(a.residual.data) && aligned16(a.w.gate_up_blocks.data) &&
-               aligned16(a.w.down_blocks.data),
-           "bf16_mxfp4w_moe_grouped: x, residual and the expert blocks must be 16-byte aligned");
-  // The thin and wgmma GEMMs address x and act rows with 32-bit element offsets; a call past that
-  // (budgets of ~186k tokens at gpt-oss sizes) takes the mma.sync GEMMs, which use 64-bit ones.
-  const bool offsets32 = T * K * std::max(D, F) < (int64_t(1) << 31);
-  using heuristics::MoeGroupedGemm, heuristics::MoeGroupedPin;
-  MX_CHECK(fp8 || g_pin != MoeGroupedPin::kWgmma || kern::moe_grouped_wgmma_available(),
-           "bf16_mxfp4w_moe_grouped_wgmma: this build has no sm_90a code for this device");
-  MX_CHECK(fp8 || g_pin != MoeGroupedPin::kWgmma || offsets32,
-           "bf16_mxfp4w_moe_grouped_wgmma: {} tokens x {} x {} activations exceed its 2^31-element offsets", T, K,
-           std::max(D, F));
-  const heuristics::MoeGroupedPlan plan = heuristics::plan_moe_grouped({.pairs = T * K,
-                                                                        .experts = E,
-                                                                        .fp8 = fp8,
-                                                                        .offsets32 = offsets32,
-                                                                        .wgmma_available = kern::moe_grouped_wgmma_available(),
-                                                                        .pin = g_pin});
   const int tile_m = plan.tile_m;
-  const bool wgmma = plan.gemm == MoeGroupedGemm::kWgmma;
-  const size_t smem = fp8     ? kern::moe_grouped_e4m3_smem_bytes()
-                      : wgmma ? kern::moe_grouped_wgmma_smem_bytes(tile_m, D, F)
-                              : kern::moe_grouped_smem_bytes(tile_m, D, F);
-  MX_CHECK(smem <= max_smem_per_block(), "bf16_mxfp4w_moe_grouped: needs {} bytes of shared memory, device has {}",
-           smem, max_smem_per_block());
-  MX_CHECK(!fp8 || compute_capability() >= 89,
-           "moe activation fp8: needs FP8 tensor cores (compute capability 8.9 or later), device has {}.{}",
-           compute_capability() / 10, compute_capability() % 10);
-  MX_CHECK(int64_t(2) * F * (D / 32) < (int64_t(1) << 31) && int64_t(D) * (F / 32) < (int64_t(1) << 31),
-           "bf16_mxfp4w_moe_grouped: an expert's {} x {} weights exceed 2^31 MXFP4 blocks", 2 * F, D);
-  MX_CHECK(T * K < (int64_t(1) << 30), "bf16_mxfp4w_moe_grouped: {} tokens x {} is too many pairs", T, K);
+  const bool wgmma = plan.gemm == heuristics::MoeGroupedGemm::kWgmma;
   const int max_tiles = kern::moe_grouped_max_tiles(T, K, E, tile_m);
-  MX_CHECK(max_tiles <= 65535, "bf16_mxfp4w_moe_grouped: {} tiles exceed the grid limit (T={})", max_tiles, T);
   if (T == 0) return ok_status();
 
   // Scratch: pair_at, pos_of_pair (P i32), tiles (int4), num_tiles, act (P, F) bf16, y (P, D) f32;

@@ -1,10 +1,14 @@
 // Host-side helpers of the CUDA launchers (launch_*.cpp, compiled as C++ so that MX_CHECK/fmt
-// work): the engine stream, the scratch workspace, launch-status conversion, alignment checks.
+// work): the engine stream, the scratch workspace, launch-status conversion, alignment checks, the
+// MXFP4 experts' contract. Each launcher's contract is one `<kernel>_contract_violation` function
+// returning the reason it fails ("" when the kernel can run), used by the launch (one MX_CHECK
+// naming the kernel) and by the op's `*_supported()` where dispatch asks first.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/kernels.h"
@@ -40,5 +44,10 @@ inline bool kv_dtype_ok(const ops::KvLayer& c) {
          c.scales.device == Device::CUDA;
 }
 inline const float* kv_scales_of(const ops::KvLayer& c) { return c.fp8() ? c.scales.ptr<const float>() : nullptr; }
+
+// The contract the MoE kernels (bf16_mxfp4w_moe_gemv, bf16_mxfp4w_moe_grouped) share on a call's
+// MXFP4 experts, ids, weights and SwiGLU constants, with the reason it fails (empty when it holds).
+// Defined in launch_moe_experts.cpp.
+std::string mxfp4_experts_contract_violation(const ops::MoeArgs& a);
 
 }  // namespace mx::cuda
