@@ -47,56 +47,82 @@ cudaError_t run_gemv(const kern::GemvParams& p, cudaStream_t s) {
   if (!p.w_scales) return kern::run_bf16_bf16w_gemv(p, s);
   return p.T > 1 ? kern::run_bf16_mxfp4w_gemv_mma(p, s) : kern::run_bf16_mxfp4w_gemv(p, s);
 }
+
+// bf16_gather_rows' contract (gather_rows, and embed from a bf16 table), with the reason it fails
+// (empty when the kernel can run).
+std::string gather_rows_contract_violation(const Tensor& table, const Tensor& rows, const Tensor& out) {
+  if (table.dtype != DType::BF16 || out.dtype != DType::BF16)
+    return fmt::format("needs bf16 rows (table {}, out {})", dtype_name(table.dtype), dtype_name(out.dtype));
+  if (out.data == table.data && rows.dim(0) != 0) return "out must not alias the rows it reads";
+  return {};
+}
+
 Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Tensor& out) {
-  MX_CHECK(table.dtype == DType::BF16 && out.dtype == DType::BF16, "bf16_gather_rows: needs bf16 rows");
+  const std::string bad = gather_rows_contract_violation(table, rows, out);
+  MX_CHECK(bad.empty(), "bf16_gather_rows: {}", bad);
   const kern::GatherRowsParams p{.table = table.data, .rows = rows.ptr<const int32_t>(), .out = out.data,
                                  .n_rows = table.dim(0), .width = table.dim(1), .R = rows.dim(0)};
   return kernel_status("bf16_gather_rows", kern::run_bf16_gather_rows(p, stream()));
 }
 
-// The GEMV's parameters for a linear, after its contract is checked.
-Result<kern::GemvParams> gemv_params(const ops::LinearArgs& a) {
+// The GEMV's contract (gemv_name(a): the BF16 or an MXFP4 kernel), with the reason it fails (empty
+// when the kernel can run); dispatch asks first (linear_gemv_supported).
+std::string gemv_contract_violation(const ops::LinearArgs& a) {
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
-  const char* name = gemv_name(a);
   const bool mxfp4 = ops::is_mxfp4(a.w_scales);
-  MX_CHECK(T <= gemv_max_tokens(a), "{}: {} tokens > {}", name, T, gemv_max_tokens(a));
-  MX_CHECK(Kin % (mxfp4 ? 32 : 8) == 0 && aligned16(a.x.data) && aligned16(a.w.data) &&
-               (!mxfp4 || aligned16(a.w_scales.data)),
-           "{}: needs Kin % {} == 0 and 16-byte aligned x, w (and scales) (Kin={})", name, mxfp4 ? 32 : 8, Kin);
-  const bool norm = !a.norm.weight.empty();
-  MX_CHECK(smem_fits(a), "{}: {} tokens of {} features do not fit the shared-memory staging", name, T, Kin);
-  if (norm) {
-    MX_CHECK(a.norm.weight.dtype == DType::BF16 && aligned16(a.norm.weight.data),
-             "{}: the input norm weight must be bf16 and 16-byte aligned", name);
-    MX_CHECK(a.out.data != a.x.data, "{}: out must not alias x with an input norm", name);
+  const int64_t kin_multiple = mxfp4 ? 32 : 8;
+  if (T > gemv_max_tokens(a)) return fmt::format("{} tokens > {}", T, gemv_max_tokens(a));
+  if (Kin % kin_multiple != 0) return fmt::format("Kin={} is not a multiple of {}", Kin, kin_multiple);
+  if (!aligned16(a.x.data) || !aligned16(a.w.data) || (mxfp4 && !aligned16(a.w_scales.data)))
+    return mxfp4 ? "x, w and w_scales must be 16-byte aligned" : "x and w must be 16-byte aligned";
+  if (!smem_fits(a)) return fmt::format("{} tokens of {} features do not fit the shared-memory staging", T, Kin);
+  if (!a.norm.weight.empty()) {
+    if (a.norm.weight.dtype != DType::BF16 || !aligned16(a.norm.weight.data))
+      return fmt::format("the input norm weight must be bf16 and 16-byte aligned (got {})",
+                         dtype_name(a.norm.weight.dtype));
+    if (a.out.data == a.x.data) return "out must not alias x with an input norm";
   }
-  const kern::GemvParams p{.x = a.x.data, .w = a.w.data, .bias = a.bias.data, .out = a.out.data,
-                           .out_f32 = a.out.dtype == DType::F32,
-                           .accumulate = a.accumulate == ops::Accumulate::IntoOut, .T = T, .N = a.w.dim(0),
-                           .Kin = Kin, .norm_weight = norm ? a.norm.weight.data : nullptr, .norm_eps = a.norm.eps,
-                           .w_scales = mxfp4 ? a.w_scales.data : nullptr};
-  return p;
+  return {};
+}
+
+// The GEMV's parameters for a linear (its contract checked by the caller).
+kern::GemvParams gemv_params(const ops::LinearArgs& a) {
+  const bool norm = !a.norm.weight.empty();
+  return {.x = a.x.data, .w = a.w.data, .bias = a.bias.data, .out = a.out.data,
+          .out_f32 = a.out.dtype == DType::F32, .accumulate = a.accumulate == ops::Accumulate::IntoOut,
+          .T = a.x.dim(0), .N = a.w.dim(0), .Kin = a.x.dim(1), .norm_weight = norm ? a.norm.weight.data : nullptr,
+          .norm_eps = a.norm.eps, .w_scales = ops::is_mxfp4(a.w_scales) ? a.w_scales.data : nullptr};
 }
 
 Status launch_gemv(const ops::LinearArgs& a) {
-  MX_ASSIGN(const kern::GemvParams p, gemv_params(a));
-  return kernel_status(gemv_name(a), run_gemv(p, stream()));
+  const std::string bad = gemv_contract_violation(a);
+  MX_CHECK(bad.empty(), "{}: {}", gemv_name(a), bad);
+  return kernel_status(gemv_name(a), run_gemv(gemv_params(a), stream()));
 }
 
 ops::LinearArgs linear_of(const ops::QkvProjectionArgs& a) {
   return {.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm, .w_scales = a.w_scales};
 }
 
+// The GEMV with the qkv epilogue: the GEMV's contract, the rotation tiles, a bf16 qkv and the
+// cache layout; the reason it fails (empty when it can run). dispatch asks first
+// (qkv_projection_fused_supported).
+std::string qkv_epilogue_contract_violation(const ops::QkvProjectionArgs& a) {
+  const ops::LinearArgs lin = linear_of(a);
+  if (std::string bad = gemv_contract_violation(lin); !bad.empty()) return bad;
+  if (mxfp4_mma(lin) && a.head_dim % 16 != 0)  // bf16_mxfp4w_gemv_mma's rotation tiles
+    return fmt::format("head_dim={} is not a multiple of 16", a.head_dim);
+  if (a.qkv.dtype != DType::BF16) return fmt::format("qkv must be bf16 (got {})", dtype_name(a.qkv.dtype));
+  return kv_cache_contract_violation(a.cache, a.batch);
+}
+
 // qkv_projection as one GEMV: the qkv epilogue rotates q, k and writes k, v to the cache.
 Status launch_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
   const ops::LinearArgs lin = linear_of(a);
-  MX_ASSIGN(kern::GemvParams p, gemv_params(lin));
   const std::string name = fmt::format("{} (qkv epilogue)", gemv_name(lin));
-  MX_CHECK(kv_dtype_ok(a.cache) && a.cache.k.dim(1) > 0 && a.cache.v.dim(1) == a.cache.k.dim(1) &&
-               a.cache.v.dim(2) == a.cache.k.dim(2) && a.cache.v.dim(3) == a.cache.k.dim(3) &&
-               a.batch.block_tables.dim(1) > 0,
-           "{}: bf16 or f8_e4m3 k and v caches of one layout and a block table needed", name);
-  MX_CHECK(a.qkv.dtype == DType::BF16, "{}: qkv must be bf16", name);
+  const std::string bad = qkv_epilogue_contract_violation(a);
+  MX_CHECK(bad.empty(), "{}: {}", name, bad);
+  kern::GemvParams p = gemv_params(lin);
   p.rope_cache = true;
   p.rope = {.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(), .concentration = a.rope.concentration,
             .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
@@ -172,12 +198,31 @@ Status lt_matmul(const void* w, int64_t n, const void* x, int64_t T, int64_t Kin
 
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }
 
+// MXFP4 weight rows decoded per cuBLASLt call: multiples of 128 in kDecodedChunkBytes (Kin > 0).
+int64_t decoded_chunk_rows(int64_t Kin) {
+  return std::max<int64_t>(128, int64_t(kDecodedChunkBytes / size_t(2 * Kin)) / 128 * 128);
+}
+
+// cuBLASLt on MXFP4 weights: mxfp4_rows_to_bf16's contract on the decoded chunks, with the reason it
+// fails (empty when it can run, and for BF16 weights).
+std::string mxfp4_gemm_contract_violation(const ops::LinearArgs& a) {
+  if (!ops::is_mxfp4(a.w_scales)) return {};
+  const int64_t Kin = a.x.dim(1);
+  if (Kin <= 0 || Kin % 32 != 0) return fmt::format("Kin={} is not a positive multiple of 32", Kin);
+  if (!aligned16(a.w.data)) return "the weight blocks must be 16-byte aligned";
+  if (size_t(decoded_chunk_rows(Kin) * Kin * 2) > kDecodedChunkBytes)
+    return fmt::format("{} input features are too many (128 decoded rows exceed {} bytes)", Kin, kDecodedChunkBytes);
+  return {};
+}
+
 // out (T, N) = x' . W^T + bias (+ out): the bias pre-pass (in the rmsnorm kernel's launch when
 // there is an input norm and out is not accumulated), with an input norm the rmsnorm kernel
 // writing x' to the workspace, then cuBLASLt — on the BF16 weights, or for MXFP4 weights on chunks
 // of rows decoded into the workspace (multiples of 128 rows, so every chunk's out columns start
 // 256-byte aligned).
 Status launch_linear_gemm(const ops::LinearArgs& a) {
+  const std::string bad = mxfp4_gemm_contract_violation(a);
+  MX_CHECK(bad.empty(), "mxfp4_rows_to_bf16 (linear): {}", bad);
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1), N = a.w.dim(0);
   const bool norm = !a.norm.weight.empty(), mxfp4 = ops::is_mxfp4(a.w_scales);
   const size_t xn_bytes = norm ? round256(size_t(T * Kin) * 2) : 0;
@@ -200,10 +245,8 @@ Status launch_linear_gemm(const ops::LinearArgs& a) {
     x = xn;
   }
   if (!mxfp4) return lt_matmul(a.w.data, N, x, T, Kin, a.out.data, N, out_f32, beta, ws);
-  MX_CHECK(Kin % 32 == 0 && aligned16(a.w.data), "mxfp4_rows_to_bf16: needs Kin % 32 == 0 and aligned blocks");
   void* decoded = static_cast<char*>(ws) + kCublasLtWorkspace + xn_bytes;
-  const int64_t chunk = std::max<int64_t>(128, int64_t(kDecodedChunkBytes / size_t(2 * Kin)) / 128 * 128);
-  MX_CHECK(size_t(chunk * Kin * 2) <= kDecodedChunkBytes, "linear (MXFP4): {} input features are too many", Kin);
+  const int64_t chunk = decoded_chunk_rows(Kin);
   const size_t out_elem = out_f32 ? 4 : 2;
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t n = std::min(chunk, N - n0);
@@ -216,30 +259,44 @@ Status launch_linear_gemm(const ops::LinearArgs& a) {
   return ok_status();
 }
 
+// mxfp4_rows_to_bf16's contract for embed (rows of an MXFP4 table), with the reason it fails (empty
+// when the kernel can run).
+std::string embed_mxfp4_contract_violation(const ops::EmbedArgs& a) {
+  if (a.out.dtype != DType::BF16) return fmt::format("out must be bf16 (got {})", dtype_name(a.out.dtype));
+  if (a.out.dim(1) % 32 != 0) return fmt::format("row width {} is not a multiple of 32", a.out.dim(1));
+  if (!aligned16(a.table.data) || !aligned16(a.out.data)) return "the table and out must be 16-byte aligned";
+  return {};
+}
+
+// bf16_silu_mul's contract, with the reason it fails (empty when the kernel can run).
+std::string silu_mul_contract_violation(const ops::SiluMulArgs& a) {
+  const int64_t T = a.out.dim(0), I = a.out.dim(1);
+  if (a.gate_up.dtype != DType::BF16 || a.out.dtype != DType::BF16)
+    return fmt::format("needs bf16 gate_up and out (got {}, {})", dtype_name(a.gate_up.dtype), dtype_name(a.out.dtype));
+  if (a.gate_up.dim(0) != T || a.gate_up.dim(1) != 2 * I)
+    return fmt::format("gate_up {} for out {} (needs (T, 2I))", a.gate_up.shape_str(), a.out.shape_str());
+  if (T * I / 256 >= INT32_MAX) return fmt::format("{} outputs exceed the grid", T * I);
+  return {};
+}
+
 }  // namespace
 
 Status embed(const ops::EmbedArgs& a) {
   if (!ops::is_mxfp4(a.table_scales)) return launch_bf16_gather_rows(a.table, a.ids, a.out);
-  MX_CHECK(a.out.dtype == DType::BF16 && a.out.dim(1) % 32 == 0 && aligned16(a.table.data) && aligned16(a.out.data),
-           "mxfp4_rows_to_bf16 (embed): needs bf16 rows of a multiple of 32 values, 16-byte aligned");
+  const std::string bad = embed_mxfp4_contract_violation(a);
+  MX_CHECK(bad.empty(), "mxfp4_rows_to_bf16 (embed): {}", bad);
   const kern::Mxfp4RowsParams p{.blocks = a.table.data, .scales = a.table_scales.data,
                                 .rows = a.ids.ptr<const int32_t>(), .first = 0, .n_rows = a.table.dim(0),
                                 .width = a.out.dim(1), .R = a.ids.dim(0), .out = a.out.data};
   return kernel_status("mxfp4_rows_to_bf16 (embed)", kern::run_mxfp4_rows_to_bf16(p, stream()));
 }
 
-Status gather_rows(const ops::GatherRowsArgs& a) {
-  MX_CHECK(a.out.data != a.x.data || a.rows.dim(0) == 0, "gather_rows: out must not alias x on CUDA");
-  return launch_bf16_gather_rows(a.x, a.rows, a.out);
-}
+Status gather_rows(const ops::GatherRowsArgs& a) { return launch_bf16_gather_rows(a.x, a.rows, a.out); }
 
 Status silu_mul(const ops::SiluMulArgs& a) {
-  const int64_t T = a.out.dim(0), I = a.out.dim(1);
-  MX_CHECK(a.gate_up.dtype == DType::BF16 && a.out.dtype == DType::BF16, "bf16_silu_mul: needs bf16 gate_up and out");
-  MX_CHECK(a.gate_up.dim(0) == T && a.gate_up.dim(1) == 2 * I, "bf16_silu_mul: gate_up {} for out {}",
-           a.gate_up.shape_str(), a.out.shape_str());
-  MX_CHECK(T * I / 256 < INT32_MAX, "bf16_silu_mul: {} outputs exceed the grid", T * I);
-  const kern::SiluMulParams p{.gate_up = a.gate_up.data, .out = a.out.data, .T = T, .I = I};
+  const std::string bad = silu_mul_contract_violation(a);
+  MX_CHECK(bad.empty(), "bf16_silu_mul: {}", bad);
+  const kern::SiluMulParams p{.gate_up = a.gate_up.data, .out = a.out.data, .T = a.out.dim(0), .I = a.out.dim(1)};
   return kernel_status("bf16_silu_mul", kern::run_bf16_silu_mul(p, stream()));
 }
 
@@ -249,20 +306,10 @@ Status rmsnorm(const ops::RmsNormArgs& a) {
   return kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream()));
 }
 
-bool linear_gemv_supported(const ops::LinearArgs& a) {
-  const int64_t T = a.x.dim(0), Kin = a.x.dim(1);
-  const bool norm_ok = a.norm.weight.empty() || (a.norm.weight.dtype == DType::BF16 &&
-                                                 aligned16(a.norm.weight.data) && a.out.data != a.x.data);
-  const int64_t kin_multiple = ops::is_mxfp4(a.w_scales) ? 32 : 8;
-  return T <= gemv_max_tokens(a) && Kin % kin_multiple == 0 && aligned16(a.x.data) && aligned16(a.w.data) &&
-         (!ops::is_mxfp4(a.w_scales) || aligned16(a.w_scales.data)) && norm_ok && smem_fits(a);
-}
+bool linear_gemv_supported(const ops::LinearArgs& a) { return gemv_contract_violation(a).empty(); }
 
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
-  const ops::LinearArgs lin = linear_of(a);
-  const bool heads_ok = !mxfp4_mma(lin) || a.head_dim % 16 == 0;  // bf16_mxfp4w_gemv_mma's rotation tiles
-  return linear_gemv_supported(lin) && heads_ok && a.qkv.dtype == DType::BF16 && kv_dtype_ok(a.cache) &&
-         a.cache.k.dim(1) > 0 && a.batch.block_tables.dim(1) > 0;
+  return qkv_epilogue_contract_violation(a).empty();
 }
 
 Status qkv_projection_fused(const ops::QkvProjectionArgs& a) {

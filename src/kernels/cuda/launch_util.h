@@ -1,8 +1,8 @@
 // Host-side helpers of the CUDA launchers (launch_*.cpp, compiled as C++ so that MX_CHECK/fmt
 // work): the engine stream, the scratch workspace, launch-status conversion, alignment checks, the
-// MXFP4 experts' contract. Each launcher's contract is one `<kernel>_contract_violation` function
-// returning the reason it fails ("" when the kernel can run), used by the launch (one MX_CHECK
-// naming the kernel) and by the op's `*_supported()` where dispatch asks first.
+// contracts several kernels share (KV cache layout, MXFP4 experts). Each kernel's contract is one
+// `<kernel>_contract_violation` function returning the reason it fails ("" when the kernel can
+// run), used by the launch (one MX_CHECK naming the kernel) and by the op's `*_supported()`.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +44,20 @@ inline bool kv_dtype_ok(const ops::KvLayer& c) {
          c.scales.device == Device::CUDA;
 }
 inline const float* kv_scales_of(const ops::KvLayer& c) { return c.fp8() ? c.scales.ptr<const float>() : nullptr; }
+
+// The paged-cache layout the kernels that read or write a cache layer share (attention, the RoPE +
+// cache write, the GEMV's qkv epilogue), with the reason it fails (empty when it holds).
+inline std::string kv_cache_contract_violation(const ops::KvLayer& c, const ops::TokenBatch& b) {
+  if (!kv_dtype_ok(c))
+    return fmt::format("the KV cache must be bf16, or f8_e4m3 with (2) f32 scales on the device (got {}, {})",
+                       dtype_name(c.k.dtype), dtype_name(c.v.dtype));
+  if (c.v.dim(0) != c.k.dim(0) || c.v.dim(1) != c.k.dim(1) || c.v.dim(2) != c.k.dim(2) || c.v.dim(3) != c.k.dim(3))
+    return fmt::format("k cache {} and v cache {} differ", c.k.shape_str(), c.v.shape_str());
+  if (c.k.dim(1) <= 0 || b.block_tables.dim(1) <= 0)
+    return fmt::format("empty block size or block table (block size {}, table {})", c.k.dim(1),
+                       b.block_tables.shape_str());
+  return {};
+}
 
 // The contract the MoE kernels (bf16_mxfp4w_moe_gemv, bf16_mxfp4w_moe_grouped) share on a call's
 // MXFP4 experts, ids, weights and SwiGLU constants, with the reason it fails (empty when it holds).
