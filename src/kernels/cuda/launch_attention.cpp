@@ -3,12 +3,12 @@
 // split-K decode kernel (any T) and by the tiled prefill kernel (many tokens; dispatch.cpp picks);
 // each checks its kernel's contract first.
 #include <algorithm>
+#include <string>
 
 #include "kernels/cuda/launch_util.h"
 
 namespace mx::cuda {
 namespace {
-
 
 // Splits for a call (the grid): enough blocks to fill the GPU, no more than the longest key range
 // needs. The longest range is bounded by the block table (no host sync to read the positions);
@@ -24,18 +24,16 @@ int attention_splits(int64_t T, int Hkv, int64_t max_keys, bool fp8) {
   return int(std::clamp<int64_t>(std::min(fill, need), 1, kern::kAttnMaxSplits));
 }
 
-Status check_cache_layout(const char* kernel, const ops::KvLayer& c, const ops::TokenBatch& b) {
-  MX_CHECK(kv_dtype_ok(c), "{}: the KV cache must be bf16, or f8_e4m3 with (2) f32 scales on the device (got {}, {})",
-           kernel, dtype_name(c.k.dtype), dtype_name(c.v.dtype));
-  MX_CHECK(c.v.dim(0) == c.k.dim(0) && c.v.dim(1) == c.k.dim(1) && c.v.dim(2) == c.k.dim(2) && c.v.dim(3) == c.k.dim(3),
-           "{}: k cache {} and v cache {} differ", kernel, c.k.shape_str(), c.v.shape_str());
-  MX_CHECK(c.k.dim(1) > 0 && b.block_tables.dim(1) > 0, "{}: empty block size or block table", kernel);
-  return ok_status();
+// bf16_qkv_rope_cache's contract, with the reason it fails (empty when the kernel can run).
+std::string rope_cache_contract_violation(const ops::QkvRopeCacheArgs& a) {
+  if (std::string bad = kv_cache_contract_violation(a.cache, a.batch); !bad.empty()) return bad;
+  if (a.head_dim > 256) return fmt::format("head_dim {} > 256", a.head_dim);
+  return {};
 }
 
 Status launch_bf16_qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
-  MX_TRY(check_cache_layout("bf16_qkv_rope_cache", a.cache, a.batch));
-  MX_CHECK(a.head_dim <= 256, "bf16_qkv_rope_cache: head_dim {} > 256", a.head_dim);
+  const std::string bad = rope_cache_contract_violation(a);
+  MX_CHECK(bad.empty(), "bf16_qkv_rope_cache: {}", bad);
   const kern::RopeCacheParams p{.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(),
                                 .concentration = a.rope.concentration,
                                 .positions = a.batch.positions.ptr<const int32_t>(),
@@ -48,8 +46,16 @@ Status launch_bf16_qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
   return kernel_status("bf16_qkv_rope_cache", kern::run_bf16_qkv_rope_cache(p, stream()));
 }
 
+// bf16_kv_scales' contract, with the reason it fails (empty when the kernel can run).
+std::string kv_scales_contract_violation(const ops::KvScalesArgs& a) {
+  if (a.qkv.dtype != DType::BF16) return fmt::format("qkv must be bf16 (got {})", dtype_name(a.qkv.dtype));
+  if (a.head_dim % 2 != 0) return fmt::format("head_dim {} is odd", a.head_dim);
+  return {};
+}
+
 Status launch_bf16_kv_scales(const ops::KvScalesArgs& a) {
-  MX_CHECK(a.qkv.dtype == DType::BF16 && a.head_dim % 2 == 0, "bf16_kv_scales: bf16 qkv and an even head_dim needed");
+  const std::string bad = kv_scales_contract_violation(a);
+  MX_CHECK(bad.empty(), "bf16_kv_scales: {}", bad);
   const kern::KvScalesParams p{.qkv = a.qkv.data, .scales = a.scales.ptr<float>(),
                                .concentration = a.concentration, .headroom = ops::kKvScaleHeadroom,
                                .fp8_max = ops::kFp8E4m3Max, .T = a.qkv.dim(0), .H = a.n_heads, .Hkv = a.n_kv_heads,
@@ -57,14 +63,20 @@ Status launch_bf16_kv_scales(const ops::KvScalesArgs& a) {
   return kernel_status("bf16_kv_scales", kern::run_bf16_kv_scales(p, stream()));
 }
 
+// bf16_attention_decode's contract, with the reason it fails (empty when the kernel can run).
+std::string attention_decode_contract_violation(const ops::AttentionArgs& a) {
+  if (std::string bad = kv_cache_contract_violation(a.cache, a.batch); !bad.empty()) return bad;
+  if (a.head_dim != kern::kAttnHeadDim) return fmt::format("head_dim {} != {}", a.head_dim, kern::kAttnHeadDim);
+  if (a.n_heads / a.n_kv_heads > kern::kAttnMaxGroup)
+    return fmt::format("{} q heads per kv head > {}", a.n_heads / a.n_kv_heads, kern::kAttnMaxGroup);
+  if (!aligned16(a.qkv.data) || !aligned16(a.cache.k.data) || !aligned16(a.cache.v.data))
+    return "qkv and the k and v caches must be 16-byte aligned";
+  return {};
+}
+
 Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
-  MX_TRY(check_cache_layout("bf16_attention_decode", a.cache, a.batch));
-  MX_CHECK(a.head_dim == kern::kAttnHeadDim, "bf16_attention_decode: head_dim {} != {}", a.head_dim,
-           kern::kAttnHeadDim);
-  MX_CHECK(a.n_heads / a.n_kv_heads <= kern::kAttnMaxGroup, "bf16_attention_decode: {} q heads per kv head > {}",
-           a.n_heads / a.n_kv_heads, kern::kAttnMaxGroup);
-  MX_CHECK(aligned16(a.qkv.data) && aligned16(a.cache.k.data) && aligned16(a.cache.v.data),
-           "bf16_attention_decode: qkv and the cache must be 16-byte aligned");
+  const std::string bad = attention_decode_contract_violation(a);
+  MX_CHECK(bad.empty(), "bf16_attention_decode: {}", bad);
   const int64_t T = a.qkv.dim(0);
   if (T == 0) return ok_status();
   int64_t max_keys = a.batch.block_tables.dim(1) * a.cache.k.dim(1);
@@ -94,24 +106,34 @@ size_t prefill_smem_bytes(cuda::PrefillKernel k) {
   return use_wgmma(k) ? kern::attention_prefill_wgmma_smem_bytes() : kern::attention_prefill_smem_bytes();
 }
 
-// The prefill kernels' contract, without the error text (dispatch.cpp asks before routing).
-bool prefill_contract(const ops::AttentionArgs& a, cuda::PrefillKernel k) {
-  return a.head_dim == kern::kAttnHeadDim && a.n_heads / a.n_kv_heads <= kern::kPrefillRows &&
-         a.qkv.dim(0) < (int64_t(1) << 31) && aligned16(a.qkv.data) && aligned16(a.cache.k.data) &&
-         aligned16(a.cache.v.data) && aligned16(a.out.data) && a.cache.k.numel() / 8 < (int64_t(1) << 31) &&
-         prefill_smem_bytes(k) <= max_smem_per_block();
+const char* prefill_name(cuda::PrefillKernel k) {
+  return use_wgmma(k) ? "bf16_attention_prefill_wgmma" : "bf16_attention_prefill";
+}
+
+// The prefill kernels' contract (prefill_name(k)), with the reason it fails (empty when the kernel
+// can run); dispatch asks first for kAuto (attention_prefill_supported).
+std::string attention_prefill_contract_violation(const ops::AttentionArgs& a, cuda::PrefillKernel k) {
+  if (k == cuda::PrefillKernel::kWgmma && !kern::attention_prefill_wgmma_available())
+    return "this build has no sm_90a code for this device";
+  if (std::string bad = kv_cache_contract_violation(a.cache, a.batch); !bad.empty()) return bad;
+  if (a.head_dim != kern::kAttnHeadDim) return fmt::format("head_dim {} != {}", a.head_dim, kern::kAttnHeadDim);
+  if (a.n_heads / a.n_kv_heads > kern::kPrefillRows)
+    return fmt::format("{} q heads per kv head > {}", a.n_heads / a.n_kv_heads, kern::kPrefillRows);
+  if (a.qkv.dim(0) >= (int64_t(1) << 31)) return fmt::format("{} tokens >= 2^31", a.qkv.dim(0));
+  if (!aligned16(a.qkv.data) || !aligned16(a.cache.k.data) || !aligned16(a.cache.v.data) || !aligned16(a.out.data))
+    return "qkv, the k and v caches and out must be 16-byte aligned";
+  if (a.cache.k.numel() / 8 >= (int64_t(1) << 31))
+    return fmt::format("a cache layer {} of >= 2^31 chunks of 8 elements", a.cache.k.shape_str());
+  if (prefill_smem_bytes(k) > max_smem_per_block())
+    return fmt::format("needs {} bytes of shared memory per block, device has {}", prefill_smem_bytes(k),
+                       max_smem_per_block());
+  return {};
 }
 
 Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillKernel kernel) {
-  const char* name = use_wgmma(kernel) ? "bf16_attention_prefill_wgmma" : "bf16_attention_prefill";
-  MX_TRY(check_cache_layout(name, a.cache, a.batch));
-  MX_CHECK(!(kernel == cuda::PrefillKernel::kWgmma && !kern::attention_prefill_wgmma_available()),
-           "bf16_attention_prefill_wgmma: this build has no sm_90a code for this device");
-  MX_CHECK(prefill_contract(a, kernel),
-           "{}: needs head_dim {} (got {}), H/Hkv <= {} (got {}), T < 2^31, 16-byte aligned qkv, cache and out, "
-           "a cache of < 2^31 chunks of 8 elements per layer, {} bytes of shared memory per block (device: {})",
-           name, kern::kAttnHeadDim, a.head_dim, kern::kPrefillRows, a.n_heads / a.n_kv_heads,
-           prefill_smem_bytes(kernel), max_smem_per_block());
+  const char* name = prefill_name(kernel);
+  const std::string bad = attention_prefill_contract_violation(a, kernel);
+  MX_CHECK(bad.empty(), "{}: {}", name, bad);
   const int64_t T = a.qkv.dim(0);
   if (T == 0) return ok_status();
   // Tiles: at most one per tile_tokens tokens plus one per sequence change; with S sequences of
@@ -143,7 +165,9 @@ Status attention_decode(const ops::AttentionArgs& a) { return launch_bf16_attent
 Status attention_prefill(const ops::AttentionArgs& a, PrefillKernel kernel) {
   return launch_bf16_attention_prefill(a, kernel);
 }
-bool attention_prefill_supported(const ops::AttentionArgs& a) { return prefill_contract(a, PrefillKernel::kAuto); }
+bool attention_prefill_supported(const ops::AttentionArgs& a) {
+  return attention_prefill_contract_violation(a, PrefillKernel::kAuto).empty();
+}
 bool attention_prefill_wgmma_available() { return kern::attention_prefill_wgmma_available(); }
 
 }  // namespace mx::cuda
