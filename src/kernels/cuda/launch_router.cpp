@@ -7,8 +7,8 @@
 namespace mx::cuda {
 namespace {
 
-// The contract, with the reason it fails (empty when the kernel can run).
-std::string fused_contract_violation(const ops::MoeRouterArgs& a) {
+// bf16_bf16w_norm_router's contract, with the reason it fails (empty when the kernel can run).
+std::string norm_router_contract_violation(const ops::MoeRouterArgs& a) {
   const int64_t T = a.x.dim(0), D = a.x.dim(1);
   if (T > kern::kRouterFusedMaxTokens) return fmt::format("{} tokens > {}", T, kern::kRouterFusedMaxTokens);
   if (D % 8 != 0 || D > kern::kRouterFusedMaxD)
@@ -22,7 +22,7 @@ std::string fused_contract_violation(const ops::MoeRouterArgs& a) {
 }
 
 Status launch_bf16_bf16w_norm_router(const ops::MoeRouterArgs& a) {
-  const std::string bad = fused_contract_violation(a);
+  const std::string bad = norm_router_contract_violation(a);
   MX_CHECK(bad.empty(), "bf16_bf16w_norm_router: {}", bad);
   const kern::NormRouterParams p{.x = a.x.data, .norm_weight = a.norm_weight.data, .eps = a.eps, .w = a.w.data,
                                  .bias = a.bias.data, .xn = a.xn.data, .logits = a.logits.data,
@@ -34,7 +34,7 @@ Status launch_bf16_bf16w_norm_router(const ops::MoeRouterArgs& a) {
 
 }  // namespace
 
-bool moe_router_fused_supported(const ops::MoeRouterArgs& a) { return fused_contract_violation(a).empty(); }
+bool moe_router_fused_supported(const ops::MoeRouterArgs& a) { return norm_router_contract_violation(a).empty(); }
 
 Status moe_router_fused(const ops::MoeRouterArgs& a) { return launch_bf16_bf16w_norm_router(a); }
 

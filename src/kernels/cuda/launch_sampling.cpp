@@ -3,6 +3,7 @@
 // and are bounded by the kernels themselves. Nothing here allocates or synchronises (graph-safe).
 #include <climits>
 #include <cstddef>
+#include <string>
 
 #include "kernels/cuda/launch_util.h"
 #include "kernels/cuda/util_kernels.h"
@@ -17,7 +18,18 @@ static_assert(kern::kEntryPenalty == int32_t(ops::LogitsEntryKind::Penalty) &&
 static_assert(offsetof(ops::LogitsEntry, token) == 0 && offsetof(ops::LogitsEntry, kind) == 4 &&
               offsetof(ops::LogitsEntry, count) == 8 && offsetof(ops::LogitsEntry, aux) == 12);
 
+namespace {
+// The contract of the kernels with one block per row (f32_logprobs_topk, f32_logits_process), with
+// the reason it fails (empty when the kernel can run).
+std::string block_per_row_contract_violation(int64_t R) {
+  if (R > INT_MAX) return fmt::format("{} rows exceed the grid (one block each, at most {})", R, INT_MAX);
+  return {};
+}
+}  // namespace
+
 Status logprobs_topk(const ops::LogprobsTopkArgs& a) {
+  const std::string bad = block_per_row_contract_violation(a.logits.dim(0));
+  MX_CHECK(bad.empty(), "f32_logprobs_topk: {}", bad);
   const kern::LogprobsTopkParams p{.logits = a.logits.ptr<const float>(),
                                    .rows_k = a.rows_k.ptr<const int32_t>(),
                                    .R = a.logits.dim(0),
@@ -25,11 +37,12 @@ Status logprobs_topk(const ops::LogprobsTopkArgs& a) {
                                    .lse = a.lse.ptr<float>(),
                                    .top_ids = a.top_ids.ptr<int32_t>(),
                                    .top_logprobs = a.top_logprobs.ptr<float>()};
-  MX_CHECK(p.R <= INT_MAX, "f32_logprobs_topk: {} rows (one block each)", p.R);
   return kernel_status("f32_logprobs_topk", kern::run_f32_logprobs_topk(p, stream()));
 }
 
 Status logits_process(const ops::LogitsProcessArgs& a) {
+  const std::string bad = block_per_row_contract_violation(a.logits.dim(0));
+  MX_CHECK(bad.empty(), "f32_logits_process: {}", bad);
   const kern::LogitsProcessParams p{.logits = a.logits.ptr<float>(),
                                     .R = a.logits.dim(0),
                                     .V = a.logits.dim(1),
@@ -38,7 +51,6 @@ Status logits_process(const ops::LogitsProcessArgs& a) {
                                     .entries = a.entries.ptr<const int32_t>(),
                                     .N = a.entries.dim(0),
                                     .saved = a.saved.ptr<float>()};
-  MX_CHECK(p.R <= INT_MAX, "f32_logits_process: {} rows (one block each)", p.R);
   return kernel_status("f32_logits_process", kern::run_f32_logits_process(p, stream()));
 }
 

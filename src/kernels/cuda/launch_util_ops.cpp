@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 
 #include "kernels/cuda/launch_util.h"
 #include "kernels/cuda/util_kernels.h"
@@ -14,6 +15,12 @@ Status launched(const char* what, cudaError_t err) {
   MX_CHECK(err == cudaSuccess, "{}: launch failed: {}", what, cudaGetErrorString(err));
   return ok_status();
 }
+
+// f32_sample's contract, with the reason it fails (empty when the kernel can run).
+std::string sample_contract_violation(const ops::SampleArgs& a) {
+  if (a.logits.dim(0) > 65535) return fmt::format("{} rows > 65535 (the grid's y dimension)", a.logits.dim(0));
+  return {};
+}
 }  // namespace
 
 Status fill_random(const ops::FillRandomArgs& a) {
@@ -25,8 +32,9 @@ Status fill_random(const ops::FillRandomArgs& a) {
 }
 
 Status sample(const ops::SampleArgs& a) {
+  const std::string bad = sample_contract_violation(a);
+  MX_CHECK(bad.empty(), "f32_sample: {}", bad);
   const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
-  MX_CHECK(R <= 65535, "f32_sample: {} rows > 65535", R);
   // About two blocks per SM over all rows for the max/argmax pass, at most kSampleMaxParts per row.
   const int64_t per_row = 2 * int64_t(sm_count()) / std::max<int64_t>(R, 1);
   const int parts = int(std::clamp<int64_t>(per_row, 1, kern::kSampleMaxParts));
