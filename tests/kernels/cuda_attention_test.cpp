@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -384,60 +383,6 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
     // and the fma contraction of the rotation (1 bf16 ulp).
     EXPECT_TRUE(all_close(r.qkv_gpu, r.qkv_unfused, 1e-3, 8e-3)) << where;
     EXPECT_TRUE(all_close(r.cache_gpu, r.cache_unfused, 1e-3, 8e-3)) << where;
-  }
-}
-
-// Times the attention block's input at decode inside CUDA graphs, qkv weights rotated over 4
-// copies (118 MB, past L2), 120b layout: rmsnorm + GEMV + qkv_rope_cache (before this change),
-// GEMV with the norm + qkv_rope_cache, and qkv_projection as one kernel. Prints a table for
-// PERFORMANCE.md: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
-TEST(CudaAttention, DISABLED_QkvProjectionSweep) {
-  MX_REQUIRE_CUDA();
-  const Layout L;
-  const int64_t D = 2880, N = L.width();
-  std::vector<Mirror> ws;
-  for (int i = 0; i < 4; ++i)
-    ws.push_back(bf16_weights(random_floats(size_t(N * D), 950 + uint64_t(i), -0.05f, 0.05f), {N, D}));
-  Mirror nw = bf16_weights(random_floats(size_t(D), 960, 0.5f, 2.0f), {D});
-  Mirror b = bf16_weights(random_floats(size_t(N), 961), {N});
-  std::vector<float> inv(size_t(L.Dh / 2));
-  for (int i = 0; i < L.Dh / 2; ++i) inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh));
-  Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
-  const ops::RopeTable rope{.inv_freq = inv_freq.gpu, .concentration = 1.3465736f};
-  std::printf("| T | rmsnorm + gemv + rope_cache us | gemv(norm) + rope_cache us | qkv_projection us |\n"
-              "|---|---|---|---|\n");
-  for (const std::vector<int32_t>& pos : {std::vector<int32_t>{4097}, std::vector<int32_t>{4097, 100}}) {
-    const int64_t T = int64_t(pos.size());
-    std::vector<int32_t> seq(pos.size());
-    std::iota(seq.begin(), seq.end(), 0);  // one sequence per token
-    Fixture f(L, 2, 4097 / L.B + 1, pooled_table(2, 4097 / L.B + 1, 97), 97, pos, seq, 970);
-    Mirror x = act(random_floats(size_t(T * D), 971, -3.0f, 3.0f), {T, D});
-    Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
-    Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
-    const ops::QkvRopeCacheArgs rc{.qkv = qkv.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
-                                   .rope = rope, .batch = f.batch(true), .cache = f.cache(true)};
-    const double unfused = graph_us_per_call(
-        [&](int i) -> Status {
-          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-          MX_TRY(ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu}));
-          return ops::qkv_rope_cache(rc);
-        },
-        32, 20);
-    const double norm_only = graph_us_per_call(
-        [&](int i) -> Status {
-          MX_TRY(ops::linear(
-              {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu, .norm = {.weight = nw.gpu}}));
-          return ops::qkv_rope_cache(rc);
-        },
-        32, 20);
-    const double fused = graph_us_per_call(
-        [&](int i) {
-          return ops::qkv_projection({.x = x.gpu, .norm = {.weight = nw.gpu}, .w = ws[size_t(i % 4)].gpu,
-                                      .bias = b.gpu, .qkv = qkv.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv,
-                                      .head_dim = L.Dh, .rope = rope, .batch = f.batch(true), .cache = f.cache(true)});
-        },
-        32, 20);
-    std::printf("| %lld | %.2f | %.2f | %.2f |\n", static_cast<long long>(T), unfused, norm_only, fused);
   }
 }
 

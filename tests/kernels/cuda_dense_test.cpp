@@ -3,7 +3,6 @@
 // sizes and odd ones.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 
 #include "cuda_test_util.h"
 
@@ -249,84 +248,6 @@ TEST(CudaDense, InputNormComparisonCatchesCorruptedOutput) {
   EXPECT_LT(nmse(r.gpu, r.cpu), kLinearNmse);
   EXPECT_GT(nmse(corrupted(r.gpu), r.cpu), kLinearNmse);
   EXPECT_GT(nmse(corrupted(r.gpu), r.gpu_unfused), 1e-7);
-}
-
-// Times the attention-norm + qkv input at decode (fused GEMV vs rmsnorm kernel + GEMV) inside CUDA
-// graphs, weights rotated over 4 copies (118 MB, past L2). Prints a table for PERFORMANCE.md:
-// --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
-TEST(CudaDense, DISABLED_InputNormSweep) {
-  MX_REQUIRE_CUDA();
-  const int64_t N = 5120, Kin = 2880;
-  std::vector<Mirror> ws;
-  for (int i = 0; i < 4; ++i)
-    ws.push_back(bf16_weights(random_floats(size_t(N * Kin), 900 + i, -0.05f, 0.05f), {N, Kin}));
-  Mirror nw = bf16_weights(random_floats(size_t(Kin), 910, 0.5f, 2.0f), {Kin});
-  Mirror b = bf16_weights(random_floats(size_t(N), 911), {N});
-  std::printf("| T | rmsnorm + gemv us | fused us |\n|---|---|---|\n");
-  for (const int64_t T : {1, 2}) {
-    Mirror x = act(random_floats(size_t(T * Kin), 920, -3.0f, 3.0f), {T, Kin});
-    Mirror xn = act(std::vector<float>(size_t(T * Kin)), {T, Kin});
-    Mirror out = act(std::vector<float>(size_t(T * N)), {T, N});
-    const double unfused = graph_us_per_call(
-        [&](int i) -> Status {
-          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-          return ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu});
-        },
-        32, 20);
-    const double fused = graph_us_per_call(
-        [&](int i) {
-          return ops::linear(
-              {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}});
-        },
-        32, 20);
-    std::printf("| %lld | %.2f | %.2f |\n", static_cast<long long>(T), unfused, fused);
-  }
-}
-
-// Times linear with BF16 and MXFP4 weights at decode sizes inside CUDA graphs, weights rotated over
-// copies past L2: µs per call and GB/s of weight bytes. Prints a table for PERFORMANCE.md:
-// --gtest_also_run_disabled_tests --gtest_filter='*Mxfp4GemvSweep'.
-TEST(CudaDense, DISABLED_Mxfp4GemvSweep) {
-  MX_REQUIRE_CUDA();
-  struct Shape {
-    const char* name;
-    int64_t N, Kin;
-    bool norm;
-    int copies;
-  };
-  const Shape shapes[] = {{"qkv", 5120, 2880, true, 8}, {"o", 2880, 4096, false, 8}, {"lm_head", 201088, 2880, true, 1}};
-  std::printf("| matrix | T | BF16 µs | BF16 GB/s | MXFP4 µs | MXFP4 GB/s |\n|---|--:|--:|--:|--:|--:|\n");
-  for (const Shape& sh : shapes) {
-    std::vector<Mirror> bf;
-    std::vector<Mxfp4Mirror> q;
-    for (int i = 0; i < sh.copies; ++i) {
-      const std::vector<float> v = random_floats(size_t(sh.N * sh.Kin), 2000 + i, -0.05f, 0.05f);
-      bf.push_back(bf16_weights(v, {sh.N, sh.Kin}));
-      q.push_back(mxfp4_weights(v, sh.N, sh.Kin));
-    }
-    Mirror nw = bf16_weights(random_floats(size_t(sh.Kin), 2100, 0.5f, 2.0f), {sh.Kin});
-    for (const int64_t T : {1, 2, 4, 8}) {
-      Mirror x = act(random_floats(size_t(T * sh.Kin), 2200, -2.0f, 2.0f), {T, sh.Kin});
-      Mirror out = raw(std::vector<float>(size_t(T * sh.N)), DType::F32, {T, sh.N});
-      const Tensor norm = sh.norm ? nw.gpu : Tensor();
-      const int per_graph = sh.copies * 4;
-      const double us_bf = graph_us_per_call(
-          [&](int i) {
-            return ops::linear({.x = x.gpu, .w = bf[size_t(i % sh.copies)].gpu, .out = out.gpu, .norm = {.weight = norm}});
-          },
-          per_graph, 10);
-      const double us_q = graph_us_per_call(
-          [&](int i) {
-            const Mxfp4Mirror& m = q[size_t(i % sh.copies)];
-            return ops::linear({.x = x.gpu, .w = m.blocks.gpu, .out = out.gpu, .norm = {.weight = norm},
-                                .w_scales = m.scales.gpu});
-          },
-          per_graph, 10);
-      const double bytes_bf = 2.0 * sh.N * sh.Kin, bytes_q = sh.N * sh.Kin * 17.0 / 32.0;
-      std::printf("| %s | %lld | %.2f | %.0f | %.2f | %.0f |\n", sh.name, static_cast<long long>(T), us_bf,
-                  bytes_bf / us_bf / 1e3, us_q, bytes_q / us_q / 1e3);
-    }
-  }
 }
 
 }  // namespace

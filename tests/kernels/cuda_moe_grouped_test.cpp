@@ -1,14 +1,11 @@
 // The many-token CUDA MoE (cuda::moe_grouped: device routing, grouped MXFP4 GEMMs, finalize)
 // against the CPU reference: gpt-oss-120b sizes at T = 2048, odd small sizes, idle experts, all
-// tokens on one expert, both sides of the dispatch threshold, in both activation modes (BF16, FP8);
-// and the disabled timing sweep that set the threshold (run with --gtest_also_run_disabled_tests
-// --gtest_filter='*Sweep*').
+// tokens on one expert, both sides of the dispatch threshold, in both activation modes (BF16, FP8).
+// The timing sweep that set the threshold: `bench_sweeps moe_grouped`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <numeric>
 #include <random>
 
@@ -322,60 +319,6 @@ TEST(CudaMoeGroupedFp8, ProcessSettingSelectsThePath) {
   const std::vector<ops::OpProfile> prof = ops::take_profile();
   EXPECT_TRUE(std::any_of(prof.begin(), prof.end(), [](const auto& p) { return p.name == "moe_grouped_fp8/cuda"; }));
   EXPECT_LT(nmse(gpu, run_cpu(ex, in, kFp8)), kGroupedNmse);
-}
-
-// Times the per-(token, slot) GEMVs (cuda::moe) and the grouped path (cuda::moe_grouped) at 120b
-// sizes; eight id sets rotate so that routed experts change between calls. Prints a table.
-TEST(CudaMoeGroupedSweep, DISABLED_ThresholdSweep) {
-  MX_REQUIRE_CUDA();
-#ifdef MXSERVE_HAVE_CUDA
-  const Shape big{2048, 2880, 2880, 128, 4};
-  const Experts ex = make_experts(big, 5000, /*host=*/false);
-  std::printf("| T | gemv us | grouped mma.sync us | grouped wgmma us | grouped fp8 us |\n|---|---|---|---|---|\n");
-  // MXSERVE_SWEEP_T=64,128 times those batches only (e.g. to profile one of them with ncu).
-  std::vector<int64_t> Ts{1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 512, 2048};
-  if (const char* env = std::getenv("MXSERVE_SWEEP_T")) {
-    Ts.clear();
-    for (const char* c = env;;) {
-      char* end = nullptr;
-      const long long T = std::strtoll(c, &end, 10);
-      if (end == c) break;
-      Ts.push_back(T);
-      c = *end == ',' ? end + 1 : end;
-    }
-  }
-  for (const int64_t T : Ts) {
-    const Shape s{T, big.D, big.F, big.E, big.K};
-    std::vector<Inputs> sets;
-    for (int i = 0; i < 8; ++i) sets.push_back(make_inputs(s, random_ids(T, s.K, s.E, 5100 + 8 * T + i), 5200 + i));
-    std::vector<Mirror> res;
-    for (int i = 0; i < 8; ++i) res.push_back(act(sets[size_t(i)].res0, {T, s.D}));
-    auto time_us = [&](auto fn) {
-      const int iters = T >= 512 ? 16 : 48;
-      for (int i = 0; i < 8; ++i) EXPECT_TRUE(fn(moe_args(ex, sets[size_t(i)], res[size_t(i)].gpu, Device::CUDA)).ok());
-      EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i)
-        EXPECT_TRUE(fn(moe_args(ex, sets[size_t(i % 8)], res[size_t(i % 8)].gpu, Device::CUDA)).ok());
-      EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    };
-    const double g = T <= 256 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
-    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kMmaSync);
-    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
-    double qw = 0.0;
-    if (cuda::moe_grouped_wgmma_available()) {
-      cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kWgmma);
-      qw = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
-    }
-    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kAuto);
-    const double q8 = time_us([](ops::MoeArgs a) {
-      a.activation = ops::MoeActivation::FP8;
-      return cuda::moe_grouped(a);
-    });
-    std::printf("| %lld | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, qw, q8);
-  }
-#endif
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 // and odd ones, forced ties, bf16 and f32 logits, back-to-back calls, a corrupted-output check.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -156,41 +155,6 @@ TEST(CudaRouter, ComparisonCatchesCorruptedOutput) {
   EXPECT_GT(nmse(corrupted(r.logits_gpu), r.logits_cpu), kRouterNmse);
   std::swap(r.ids_gpu[2], r.ids_gpu[3]);
   EXPECT_NE(r.ids_gpu, r.ids_ref);
-}
-
-// Times moe_router at decode sizes as the forward calls it (F32 logits; the MoE GEMVs select):
-// the fused kernel against rmsnorm -> linear, inside CUDA graphs, router weights rotated over 96
-// copies (71 MB at E = 128, past L2), as in a decode step. Prints a table for the performance
-// notes: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
-TEST(CudaRouter, DISABLED_ThresholdSweep) {
-  MX_REQUIRE_CUDA();
-  const int D = 2880, kCopies = 96;
-  std::printf("| E | T | rmsnorm + linear us | fused us |\n|---|---|---|---|\n");
-  for (const int E : {128, 32}) {
-    std::vector<Mirror> ws;
-    for (int i = 0; i < kCopies; ++i)
-      ws.push_back(bf16_weights(random_floats(size_t(E) * D, 2000 + uint64_t(i), -0.1f, 0.1f), {E, D}));
-    Mirror nw = bf16_weights(random_floats(size_t(D), 2100, 0.5f, 2.0f), {D});
-    Mirror b = bf16_weights(random_floats(size_t(E), 2101), {E});
-    for (const int64_t T : {1, 2, 4, 8}) {
-      Mirror x = act(random_floats(size_t(T * D), 2200, -3.0f, 3.0f), {T, D});
-      Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
-      Mirror logits = raw(std::vector<float>(size_t(T * E)), DType::F32, {T, E});
-      const double unfused = graph_us_per_call(
-          [&](int i) -> Status {
-            MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-            return ops::linear({.x = xn.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu, .out = logits.gpu});
-          },
-          kCopies, 10);
-      const double fused = graph_us_per_call(
-          [&](int i) {
-            return ops::moe_router({.x = x.gpu, .norm_weight = nw.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu,
-                                    .xn = xn.gpu, .logits = logits.gpu});
-          },
-          kCopies, 10);
-      std::printf("| %d | %lld | %.2f | %.2f |\n", E, static_cast<long long>(T), unfused, fused);
-    }
-  }
 }
 
 }  // namespace

@@ -7,8 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <span>
-#include <sstream>
-#include <thread>
 
 #include "engine_fixture.h"
 #include "kernels/collective.h"
@@ -262,60 +260,6 @@ TEST(TensorParallel, OneGpuBatchedStepsMatchTheCpu) {
       std::printf("one GPU, steps of <= %d tokens, request %zu: logits NMSE %.3g against the CPU\n", step_tokens, i,
                   err[i]);
       EXPECT_LE(err[i], 2e-4) << "steps of <= " << step_tokens << " tokens, request " << i;
-    }
-  }
-}
-
-}  // namespace
-}  // namespace mx
-
-namespace mx {
-namespace {
-
-// Latency of one all-reduce of T rows of 2880 BF16 inside a CUDA graph (100 calls per graph, every
-// rank on its own thread), for PERFORMANCE.md: `test_runtime --gtest_also_run_disabled_tests
-// --gtest_filter='*AllReduceLatency*'` (MXSERVE_TP_SIZES, default "2,4"; MXSERVE_TP_TOKENS, default "1,8,64").
-TEST(TensorParallel, DISABLED_AllReduceLatency) {
-  auto list = [](const char* env, const char* fallback) {
-    std::vector<int> v;
-    std::stringstream ss(std::getenv(env) ? std::getenv(env) : fallback);
-    for (std::string x; std::getline(ss, x, ',');) v.push_back(std::stoi(x));
-    return v;
-  };
-  for (int n : list("MXSERVE_TP_SIZES", "2,4")) {
-    if (ops::gpu_count() < n) continue;
-    for (int T : list("MXSERVE_TP_TOKENS", "1,8,64")) {
-      const ops::CollectiveShape shape{.max_tokens = T, .width = 2880, .max_rows = 1, .vocab_starts = {}};
-      ops::CollectiveShape s = shape;
-      for (int r = 0; r <= n; ++r) s.vocab_starts.push_back(r);
-      auto group = ops::make_collectives(Device::CUDA, n, s);
-      ASSERT_TRUE(group.ok()) << group.status().message();
-      constexpr int kCalls = 100, kReplays = 20;
-      std::vector<double> per_call(static_cast<size_t>(n), 0.0);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < n; ++r)
-        threads.emplace_back([&, r] {
-          ASSERT_TRUE(ops::use_gpu(Device::CUDA, r).ok());
-          auto x = ops::Buffer::allocate(Device::CUDA, size_t(T) * 2880 * 2);
-          ASSERT_TRUE(x.ok());
-          const Tensor xt = x->view(DType::BF16, {T, 2880});
-          ops::Collective& c = *(*group)[size_t(r)];
-          auto body = [&]() -> Status {
-            for (int i = 0; i < kCalls; ++i) MX_TRY(c.all_reduce_add(ops::PartialSlot::Attention, xt));
-            return ok_status();
-          };
-          ASSERT_TRUE(body().ok());  // eager once
-          auto g = ops::StepGraph::capture(Device::CUDA, body);
-          ASSERT_TRUE(g.ok()) << g.status().message();
-          ASSERT_TRUE(g->replay().ok());
-          ASSERT_TRUE(ops::synchronize(Device::CUDA).ok());
-          const auto t0 = Clock::now();
-          for (int i = 0; i < kReplays; ++i) ASSERT_TRUE(g->replay().ok());
-          ASSERT_TRUE(ops::synchronize(Device::CUDA).ok());
-          per_call[size_t(r)] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / (kCalls * kReplays);
-        });
-      for (auto& t : threads) t.join();
-      std::printf("all_reduce_add, %d GPUs, %d x 2880 bf16: %.2f us per call (rank 0, in a CUDA graph)\n", n, T, per_call[0]);
     }
   }
 }
