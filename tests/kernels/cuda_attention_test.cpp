@@ -1,12 +1,13 @@
-// CUDA qkv_rope_cache, qkv_projection (norm + qkv GEMV + RoPE + cache write) and the split-K decode
-// attention kernel against the CPU reference over a shuffled paged cache: depths 0..32768, the 128
-// window and windows that are no multiple of the 16-key tile, odd head groups, prefill chunks, block
-// tables far longer than the sequences.
+// CUDA qkv_rope_cache, qkv_projection (norm + qkv GEMV + RoPE + cache write; its routes checked)
+// and the split-K decode attention kernel (called directly) against the CPU reference over a
+// shuffled paged cache: depths 0..32768, the 128 window and windows that are no multiple of the
+// 16-key tile, odd head groups, prefill chunks, block tables far longer than the sequences.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "cuda_attention_fixture.h"
@@ -238,8 +239,9 @@ TEST(CudaAttention, KvScalesMatchReference) {
   }
 }
 
-// qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel for T <= 4,
-// linear -> qkv_rope_cache above. Checked three ways: the qkv row against the CPU reference
+// qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel up to
+// heuristics.h's GEMV bounds, linear -> qkv_rope_cache above (the routes checked,
+// projection_routes). Checked three ways: the qkv row against the CPU reference
 // (NMSE), the k and v the CPU wrote to the cache slots of the batch (NMSE), and the whole GPU
 // cache against the unfused GPU ops on an identical cache (elementwise: a write to a wrong slot
 // or head shows as a random value).
@@ -248,11 +250,12 @@ struct ProjCase {
   int64_t D;
   std::vector<int32_t> pos, seq;
   bool norm;
-  bool mxfp4 = false;  // the qkv weight in MXFP4 (--mxfp4-layers qkv): bf16_mxfp4w_gemv, T <= 4
+  bool mxfp4 = false;  // the qkv weight in MXFP4 (--mxfp4-layers qkv): the MXFP4 GEMVs' epilogues
   bool fp8 = false;    // an FP8 cache (--kv-cache-dtype fp8)
 };
 
 struct ProjRun {
+  std::vector<std::string> routes;  // the GPU qkv_projection's CUDA routes
   std::vector<float> qkv_gpu, qkv_cpu, qkv_unfused;
   std::vector<float> cache_gpu, cache_unfused;  // k then v, whole caches
   std::vector<float> slots_gpu, slots_cpu;      // k then v of the batch's slots
@@ -283,6 +286,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
   Mirror qkv_u = act(std::vector<float>(size_t(T * N)), {T, N});
   const Tensor none;
+  ops::RouteRecorder rec;
   for (const bool gpu : {true, false}) {
     const ops::QkvProjectionArgs a{.x = gpu ? x.gpu : x.cpu,
                                    .norm = {.weight = c.norm ? (gpu ? nw.gpu : nw.cpu) : none},
@@ -300,6 +304,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
     const Status st = ops::qkv_projection(a);
     EXPECT_TRUE(st.ok()) << st.message();
   }
+  const std::vector<std::string> routes = cuda_routes(rec);
   // The unfused GPU ops on cache g.
   const ops::InputNorm norm_u{.weight = c.norm ? nw.gpu : none};
   EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w_gpu, .bias = b.gpu, .out = qkv_u.gpu, .norm = norm_u, .w_scales = s_gpu}).ok());
@@ -307,7 +312,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
                                    .rope = {.inv_freq = inv_freq.gpu, .concentration = 1.3465736f},
                                    .batch = g.batch(true), .cache = g.cache(true)})
                   .ok());
-  ProjRun r{.qkv_gpu = download(qkv.gpu), .qkv_cpu = host_floats(qkv), .qkv_unfused = download(qkv_u.gpu)};
+  ProjRun r{.routes = routes, .qkv_gpu = download(qkv.gpu), .qkv_cpu = host_floats(qkv), .qkv_unfused = download(qkv_u.gpu)};
   if (c.fp8) {
     for (auto [out, fx, gpu] : {std::tuple{&r.codes_gpu, &f, true}, std::tuple{&r.codes_cpu, &f, false},
                                 std::tuple{&r.codes_unfused, &g, true}})
@@ -336,6 +341,17 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
     }
   }
   return r;
+}
+
+// The routes qkv_projection takes on CUDA: one kernel (the GEMV with the RoPE and cache-write
+// epilogue) where linear would take the GEMV and, on the MXFP4 tensor-core GEMV (T >= 2), the
+// rotation tiles fit (Dh % 16 == 0); else linear -> qkv_rope_cache.
+std::vector<std::string> projection_routes(const ProjCase& c) {
+  const LinearShape lin{.T = int64_t(c.pos.size()), .Kin = c.D, .mxfp4 = c.mxfp4, .norm = c.norm};
+  const bool mxfp4_mma = c.mxfp4 && lin.T >= 2;
+  if (linear_takes_gemv(lin) && (!mxfp4_mma || c.L.Dh % 16 == 0))
+    return {c.mxfp4 ? "qkv_projection_mxfp4_fused/cuda" : "qkv_projection_fused/cuda"};
+  return {linear_route(lin), "qkv_rope_cache/cuda"};
 }
 
 // qkv and cache values: three bf16 roundings in a row on the GPU (x', the linear output, the
@@ -371,6 +387,7 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
     const ProjRun r = run_projection(c, seed += 10);
     const std::string where = "T=" + std::to_string(c.pos.size()) + " H=" + std::to_string(c.L.H) +
                               (c.norm ? " norm" : " no norm") + (c.mxfp4 ? " mxfp4" : "") + (c.fp8 ? " fp8" : "");
+    EXPECT_EQ(r.routes, projection_routes(c)) << where;
     if (c.fp8) {  // the cache's codes: GPU against the CPU, fused against the unfused GPU ops
       EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse) << where;
       EXPECT_TRUE(fp8_codes_close(r.codes_gpu, r.codes_cpu)) << where;
