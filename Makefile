@@ -69,12 +69,12 @@ test-asan: test-deps $(ASAN_BUILD)/build.ninja
 	node tests/js/soak_test.mjs $(ASAN_BUILD)/mxserve 10 64
 	scripts/fuzz.sh $(ASAN_BUILD) replay
 
-# The scheduler and server tests (GoogleTest, the openai client, the HTTP front, a short soak)
-# under TSan; only what they need is built.
+# The scheduler and server tests (GoogleTest, `serve --config`, the openai client, the HTTP front,
+# a short soak) under TSan; only what they need is built.
 TSAN_TESTS = '^(Scheduler|Http|RequestChecks|ApiError|ChatDecoder|ServeConfig|server_openai|server_http).*'
 test-tsan: test-deps
 	cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DMXSERVE_SANITIZE=thread
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_runtime test_server mxserve
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_runtime test_server test_cli mxserve
 	cd $(TSAN_BUILD) && ctest --output-on-failure -j $(JOBS) -R $(TSAN_TESTS)
 	node tests/js/soak_test.mjs $(TSAN_BUILD)/mxserve 10 32
 

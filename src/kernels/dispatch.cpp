@@ -1,6 +1,7 @@
 // Op dispatch: validates each op's contract (shapes, dtypes, one device for all tensors), then
 // routes to the CPU reference or the CUDA kernels by where the tensors live. All backend/path
-// decisions are made here; MXSERVE_PRINT_DISPATCH=1 prints each one.
+// decisions are made here; MXSERVE_PRINT_DISPATCH=1 prints each one, ops::RouteRecorder records
+// them (tests).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -63,6 +64,7 @@ struct PendingTiming {
 std::atomic<bool> g_profiling{false};  // set by a bench thread, read by the engine thread
 std::vector<PendingTiming> g_timings;
 thread_local bool t_unprofiled = false;  // a tensor-parallel follower's thread: rank 0 alone is timed
+thread_local std::vector<std::string>* t_routes = nullptr;  // the live RouteRecorder's routes, if any
 
 // Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds. `bytes` is what
 // the op reads and writes at least (for the profile's GB/s).
@@ -70,20 +72,21 @@ template <typename Args, typename CpuFn, typename CudaFn>
 Status route(const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn,
              double bytes = 0) {
   if (print_dispatch()) log_info("dispatch {}: {}", op, device == Device::CPU ? "cpu reference" : "cuda");
-  const std::string name = std::string(op) + (device == Device::CPU ? "/cpu" : "/cuda");
+  const auto name = [&] { return std::string(op) + (device == Device::CPU ? "/cpu" : "/cuda"); };
+  if (t_routes) t_routes->push_back(name());
   if (device == Device::CPU) {
     if (!g_profiling || t_unprofiled) return cpu_fn(a);
     const auto t0 = std::chrono::steady_clock::now();
     Status st = cpu_fn(a);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    g_timings.push_back({name, bytes, nullptr, nullptr, us});
+    g_timings.push_back({name(), bytes, nullptr, nullptr, us});
     return st;
   }
 #ifdef MXSERVE_HAVE_CUDA
   if (!g_profiling || t_unprofiled) return cuda_fn(a);
   void* start = cuda::event_record();
   Status st = cuda_fn(a);
-  g_timings.push_back({name, bytes, start, cuda::event_record(), 0});
+  g_timings.push_back({name(), bytes, start, cuda::event_record(), 0});
   return st;
 #else
   return MX_ERROR("{}: tensors are on a CUDA device but mxserve was built without CUDA", op);
@@ -680,6 +683,13 @@ Status broadcast(Collective& c, int64_t n, Device device) {
 
 void set_profiling(bool on) { g_profiling = on; }
 void exclude_thread_from_profile() { t_unprofiled = true; }
+
+RouteRecorder::RouteRecorder() : outer_(t_routes) { t_routes = &routes_; }
+
+RouteRecorder::~RouteRecorder() {
+  t_routes = outer_;
+  if (outer_) outer_->insert(outer_->end(), routes_.begin(), routes_.end());
+}
 
 std::vector<OpProfile> take_profile() {
 #ifdef MXSERVE_HAVE_CUDA

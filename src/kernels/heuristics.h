@@ -26,18 +26,18 @@ inline constexpr int64_t kLinearGemvMaxTokens = 4;
 inline constexpr int64_t kLinearMxfp4GemvMaxTokens = 8;
 // Tokens up to which moe_router's norm + GEMV run as one kernel (bf16_bf16w_norm_router: every
 // block normalises all T tokens and reads its router row once) instead of rmsnorm -> linear. The
-// kernel's limit (8); measured on the H100 at 120b/20b sizes with the DISABLED_ThresholdSweep test of
-// tests/kernels/cuda_router_test.cpp (run 31: fused 6.8 vs 8.4 us at T = 8, E = 128; a version with
+// kernel's limit (8); measured on the H100 at 120b/20b sizes with `bench_sweeps moe_router`
+// (run 31: fused 6.8 vs 8.4 us at T = 8, E = 128; a version with
 // 8-token chunks and 4 rows a block took 22 us at T = 64 against 8.9, latency-bound per block).
 inline constexpr int64_t kMoeRouterFusedMaxTokens = 8;
 // Tokens up to which the MoE runs the per-(token, slot) GEMVs (bf16_mxfp4w_moe_gemv, selecting the
 // experts from the router logits themselves); above it the (token, slot) pairs are sorted by expert
 // and grouped GEMMs run (each expert's weights read once per tile of pairs). Measured on
-// the H100 at 120b sizes (E=128, K=4, D=F=2880) with the DISABLED_ThresholdSweep test of
-// tests/kernels/cuda_moe_grouped_test.cpp (docs/lab, "MoE prefill: weights decoded into
+// the H100 at 120b sizes (E=128, K=4, D=F=2880) with `bench_sweeps moe_grouped`
+// (docs/lab, "MoE prefill: weights decoded into
 // the mma fragments"), route + both kernels per call: GEMVs 999 us at T=64, 1224 at T=80, 1906 at
 // T=128; grouped 1015, 1071 and 1169 us: they cross between T=64 and T=80.
-// With 16-pair tiles for decode batches (run 17, same test, µs per 120b layer): GEMVs 548 at T=32,
+// With 16-pair tiles for decode batches (run 17, same sweep, µs per 120b layer): GEMVs 548 at T=32,
 // 993 at 64; grouped 649 and 847: they cross near T=48. With the thin kernels of those tiles
 // (bf16_mxfp4w_moe_thin.cu, run 21): GEMVs 292 / 426 / 546 at T = 16 / 24 / 32, grouped 327 / 423 /
 // 518: they tie at T = 24; the GEMVs keep T <= 24.
@@ -67,8 +67,8 @@ inline constexpr int64_t kTallTileMinPairsPerExpert = 64;
 // 512 (16 per expert) (docs/lab/RUNS_01-10.md, run 10).
 inline constexpr int64_t kWgmmaMinPairsPerExpert = 64;
 // 16-pair tiles (the thin GEMMs) up to this many pairs per expert on average (decode batches: the
-// 64-row tiles spend their mma work on empty rows). Set from the sweep in
-// tests/kernels/cuda_moe_grouped_test.cpp (DISABLED_ThresholdSweep, docs/lab/RUNS_11-20.md, run 17).
+// 64-row tiles spend their mma work on empty rows). Set from the sweep
+// `bench_sweeps moe_grouped` (docs/lab/RUNS_11-20.md, run 17).
 inline constexpr int64_t kShortTileMaxPairsPerExpert = 16;
 
 // The GEMM family of a grouped call.

@@ -467,4 +467,23 @@ void exclude_thread_from_profile();  // the calling thread's ops are never timed
 std::vector<std::string> dispatch_summary(Device device);
 std::vector<OpProfile> take_profile();  // waits for the device, returns and clears the table
 
+// The routes ops took on this thread while the recorder lived (tests pin their path with it):
+// the names dispatch.cpp routes by, as the profile writes them ("moe_router_fused/cuda",
+// "linear_gemm/cuda", "router_topk/cpu"), in call order, ops routed inside another op included
+// (moe_router's rmsnorm and linear). Contract errors are not routes. A recorder made while
+// another lives on the thread takes the routes until it ends, then hands them to the outer one.
+// With none alive, an op's route costs one thread-local test.
+class RouteRecorder {
+ public:
+  RouteRecorder();
+  ~RouteRecorder();
+  RouteRecorder(const RouteRecorder&) = delete;
+  RouteRecorder& operator=(const RouteRecorder&) = delete;
+  const std::vector<std::string>& routes() const { return routes_; }
+
+ private:
+  std::vector<std::string> routes_;
+  std::vector<std::string>* outer_;  // the recorder this one took over from, or null
+};
+
 }  // namespace mx::ops

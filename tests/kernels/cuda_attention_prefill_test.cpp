@@ -1,8 +1,12 @@
-// The tiled prefill attention kernels (cuda::attention_prefill: mma.sync and wgmma) against the CPU reference: gpt-oss
-// sizes at T = 2048 from depth 0 and on top of a prefix, odd T, several sequences (and a decode
-// token) in one call, sliding-window chunks over ring block tables, the tiny fixtures' head groups,
-// tokens of one sequence split apart; and ops::attention on both sides of the dispatch threshold.
+// The tiled prefill attention kernels (cuda::attention_prefill: mma.sync and wgmma, called directly)
+// against the CPU reference: gpt-oss sizes at T = 2048 from depth 0 and on top of a prefix, odd T,
+// several sequences (and a decode token) in one call, sliding-window chunks over ring block tables,
+// the tiny fixtures' head groups, tokens of one sequence split apart; and ops::attention on both
+// sides of the dispatch threshold, checking the kernel it routed to.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "cuda_attention_fixture.h"
 #ifdef MXSERVE_HAVE_CUDA
@@ -153,18 +157,33 @@ TEST_P(CudaAttentionPrefill, InterleavedSequences) {
   for (int window : {0, 128}) expect_match(f, window, 161, "interleaved");
 }
 
-// ops::attention routes by tokens per sequence (kAttentionPrefillMinTokensPerSeq in dispatch.cpp):
-// both sides match.
+// ops::attention routes by tokens per sequence (heuristics::kAttentionPrefillMinTokensPerSeq): the
+// decode kernel below the bound, the prefill kernel from it; both sides match, each on its route.
 TEST(CudaAttentionPrefillDispatch, BothSides) {
   MX_REQUIRE_CUDA();
-  const AttentionFn dispatch = [](const ops::AttentionArgs& a) { return ops::attention(a); };
-  for (int T : {47, 48, 49, 300}) {
+  constexpr int kMin = int(heuristics::kAttentionPrefillMinTokensPerSeq);
+  std::vector<std::string> routes;  // of the last GPU call
+  const AttentionFn dispatch = [&routes](const ops::AttentionArgs& a) {
+    ops::RouteRecorder rec;
+    const Status st = ops::attention(a);
+    routes = cuda_routes(rec);
+    return st;
+  };
+  const auto expect_on = [&](const Fixture& f, int window, uint64_t seed, const char* route, const std::string& what) {
+    const auto [gpu, cpu] = run_attention(f, window, seed, dispatch);
+    EXPECT_EQ(routes, std::vector<std::string>{route}) << what << ", window " << window;
+    EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << what << ", window " << window;
+  };
+  for (int T : {kMin - 1, kMin, kMin + 1, 300}) {
     const Fixture f = chunk_fixture({}, 250, T, 170 + T);
-    for (int window : {0, 128}) {
-      const auto [gpu, cpu] = run_attention(f, window, 171 + T, dispatch);
-      EXPECT_LT(nmse(gpu, cpu), kAttentionNmse) << "ops::attention T=" << T << ", window " << window;
-    }
+    const char* route = T >= kMin ? "attention_prefill/cuda" : "attention/cuda";
+    for (int window : {0, 128}) expect_on(f, window, 171 + T, route, "ops::attention T=" + std::to_string(T));
   }
+  // Four sequences of kMin - 1 tokens: more than kMin in the call, fewer per sequence: decode.
+  std::vector<int32_t> pos, seq;
+  for (int s = 0; s < 4; ++s) append_run(pos, seq, s, 100 * s, kMin - 1);
+  const Fixture four({}, 4, (300 + kMin) / 16 + 1, pos, seq, 175);
+  for (int window : {0, 128}) expect_on(four, window, 176, "attention/cuda", "four sequences");
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
-// CUDA qkv_rope_cache, qkv_projection (norm + qkv GEMV + RoPE + cache write) and the split-K decode
-// attention kernel against the CPU reference over a shuffled paged cache: depths 0..32768, the 128
-// window and windows that are no multiple of the 16-key tile, odd head groups, prefill chunks, block
-// tables far longer than the sequences.
+// CUDA qkv_rope_cache, qkv_projection (norm + qkv GEMV + RoPE + cache write; its routes checked)
+// and the split-K decode attention kernel (called directly) against the CPU reference over a
+// shuffled paged cache: depths 0..32768, the 128 window and windows that are no multiple of the
+// 16-key tile, odd head groups, prefill chunks, block tables far longer than the sequences.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "cuda_attention_fixture.h"
@@ -239,8 +239,9 @@ TEST(CudaAttention, KvScalesMatchReference) {
   }
 }
 
-// qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel for T <= 4,
-// linear -> qkv_rope_cache above. Checked three ways: the qkv row against the CPU reference
+// qkv_projection: attention norm + qkv linear + RoPE + cache write; one GEMV kernel up to
+// heuristics.h's GEMV bounds, linear -> qkv_rope_cache above (the routes checked,
+// projection_routes). Checked three ways: the qkv row against the CPU reference
 // (NMSE), the k and v the CPU wrote to the cache slots of the batch (NMSE), and the whole GPU
 // cache against the unfused GPU ops on an identical cache (elementwise: a write to a wrong slot
 // or head shows as a random value).
@@ -249,11 +250,12 @@ struct ProjCase {
   int64_t D;
   std::vector<int32_t> pos, seq;
   bool norm;
-  bool mxfp4 = false;  // the qkv weight in MXFP4 (--mxfp4-layers qkv): bf16_mxfp4w_gemv, T <= 4
+  bool mxfp4 = false;  // the qkv weight in MXFP4 (--mxfp4-layers qkv): the MXFP4 GEMVs' epilogues
   bool fp8 = false;    // an FP8 cache (--kv-cache-dtype fp8)
 };
 
 struct ProjRun {
+  std::vector<std::string> routes;  // the GPU qkv_projection's CUDA routes
   std::vector<float> qkv_gpu, qkv_cpu, qkv_unfused;
   std::vector<float> cache_gpu, cache_unfused;  // k then v, whole caches
   std::vector<float> slots_gpu, slots_cpu;      // k then v of the batch's slots
@@ -284,6 +286,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
   Mirror qkv_u = act(std::vector<float>(size_t(T * N)), {T, N});
   const Tensor none;
+  ops::RouteRecorder rec;
   for (const bool gpu : {true, false}) {
     const ops::QkvProjectionArgs a{.x = gpu ? x.gpu : x.cpu,
                                    .norm = {.weight = c.norm ? (gpu ? nw.gpu : nw.cpu) : none},
@@ -301,6 +304,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
     const Status st = ops::qkv_projection(a);
     EXPECT_TRUE(st.ok()) << st.message();
   }
+  const std::vector<std::string> routes = cuda_routes(rec);
   // The unfused GPU ops on cache g.
   const ops::InputNorm norm_u{.weight = c.norm ? nw.gpu : none};
   EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w_gpu, .bias = b.gpu, .out = qkv_u.gpu, .norm = norm_u, .w_scales = s_gpu}).ok());
@@ -308,7 +312,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
                                    .rope = {.inv_freq = inv_freq.gpu, .concentration = 1.3465736f},
                                    .batch = g.batch(true), .cache = g.cache(true)})
                   .ok());
-  ProjRun r{.qkv_gpu = download(qkv.gpu), .qkv_cpu = host_floats(qkv), .qkv_unfused = download(qkv_u.gpu)};
+  ProjRun r{.routes = routes, .qkv_gpu = download(qkv.gpu), .qkv_cpu = host_floats(qkv), .qkv_unfused = download(qkv_u.gpu)};
   if (c.fp8) {
     for (auto [out, fx, gpu] : {std::tuple{&r.codes_gpu, &f, true}, std::tuple{&r.codes_cpu, &f, false},
                                 std::tuple{&r.codes_unfused, &g, true}})
@@ -337,6 +341,17 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
     }
   }
   return r;
+}
+
+// The routes qkv_projection takes on CUDA: one kernel (the GEMV with the RoPE and cache-write
+// epilogue) where linear would take the GEMV and, on the MXFP4 tensor-core GEMV (T >= 2), the
+// rotation tiles fit (Dh % 16 == 0); else linear -> qkv_rope_cache.
+std::vector<std::string> projection_routes(const ProjCase& c) {
+  const LinearShape lin{.T = int64_t(c.pos.size()), .Kin = c.D, .mxfp4 = c.mxfp4, .norm = c.norm};
+  const bool mxfp4_mma = c.mxfp4 && lin.T >= 2;
+  if (linear_takes_gemv(lin) && (!mxfp4_mma || c.L.Dh % 16 == 0))
+    return {c.mxfp4 ? "qkv_projection_mxfp4_fused/cuda" : "qkv_projection_fused/cuda"};
+  return {linear_route(lin), "qkv_rope_cache/cuda"};
 }
 
 // qkv and cache values: three bf16 roundings in a row on the GPU (x', the linear output, the
@@ -372,6 +387,7 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
     const ProjRun r = run_projection(c, seed += 10);
     const std::string where = "T=" + std::to_string(c.pos.size()) + " H=" + std::to_string(c.L.H) +
                               (c.norm ? " norm" : " no norm") + (c.mxfp4 ? " mxfp4" : "") + (c.fp8 ? " fp8" : "");
+    EXPECT_EQ(r.routes, projection_routes(c)) << where;
     if (c.fp8) {  // the cache's codes: GPU against the CPU, fused against the unfused GPU ops
       EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse) << where;
       EXPECT_TRUE(fp8_codes_close(r.codes_gpu, r.codes_cpu)) << where;
@@ -384,60 +400,6 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
     // and the fma contraction of the rotation (1 bf16 ulp).
     EXPECT_TRUE(all_close(r.qkv_gpu, r.qkv_unfused, 1e-3, 8e-3)) << where;
     EXPECT_TRUE(all_close(r.cache_gpu, r.cache_unfused, 1e-3, 8e-3)) << where;
-  }
-}
-
-// Times the attention block's input at decode inside CUDA graphs, qkv weights rotated over 4
-// copies (118 MB, past L2), 120b layout: rmsnorm + GEMV + qkv_rope_cache (before this change),
-// GEMV with the norm + qkv_rope_cache, and qkv_projection as one kernel. Prints a table for
-// PERFORMANCE.md: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
-TEST(CudaAttention, DISABLED_QkvProjectionSweep) {
-  MX_REQUIRE_CUDA();
-  const Layout L;
-  const int64_t D = 2880, N = L.width();
-  std::vector<Mirror> ws;
-  for (int i = 0; i < 4; ++i)
-    ws.push_back(bf16_weights(random_floats(size_t(N * D), 950 + uint64_t(i), -0.05f, 0.05f), {N, D}));
-  Mirror nw = bf16_weights(random_floats(size_t(D), 960, 0.5f, 2.0f), {D});
-  Mirror b = bf16_weights(random_floats(size_t(N), 961), {N});
-  std::vector<float> inv(size_t(L.Dh / 2));
-  for (int i = 0; i < L.Dh / 2; ++i) inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(L.Dh));
-  Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
-  const ops::RopeTable rope{.inv_freq = inv_freq.gpu, .concentration = 1.3465736f};
-  std::printf("| T | rmsnorm + gemv + rope_cache us | gemv(norm) + rope_cache us | qkv_projection us |\n"
-              "|---|---|---|---|\n");
-  for (const std::vector<int32_t>& pos : {std::vector<int32_t>{4097}, std::vector<int32_t>{4097, 100}}) {
-    const int64_t T = int64_t(pos.size());
-    std::vector<int32_t> seq(pos.size());
-    std::iota(seq.begin(), seq.end(), 0);  // one sequence per token
-    Fixture f(L, 2, 4097 / L.B + 1, pooled_table(2, 4097 / L.B + 1, 97), 97, pos, seq, 970);
-    Mirror x = act(random_floats(size_t(T * D), 971, -3.0f, 3.0f), {T, D});
-    Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
-    Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
-    const ops::QkvRopeCacheArgs rc{.qkv = qkv.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
-                                   .rope = rope, .batch = f.batch(true), .cache = f.cache(true)};
-    const double unfused = graph_us_per_call(
-        [&](int i) -> Status {
-          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-          MX_TRY(ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu}));
-          return ops::qkv_rope_cache(rc);
-        },
-        32, 20);
-    const double norm_only = graph_us_per_call(
-        [&](int i) -> Status {
-          MX_TRY(ops::linear(
-              {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu, .norm = {.weight = nw.gpu}}));
-          return ops::qkv_rope_cache(rc);
-        },
-        32, 20);
-    const double fused = graph_us_per_call(
-        [&](int i) {
-          return ops::qkv_projection({.x = x.gpu, .norm = {.weight = nw.gpu}, .w = ws[size_t(i % 4)].gpu,
-                                      .bias = b.gpu, .qkv = qkv.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv,
-                                      .head_dim = L.Dh, .rope = rope, .batch = f.batch(true), .cache = f.cache(true)});
-        },
-        32, 20);
-    std::printf("| %lld | %.2f | %.2f | %.2f |\n", static_cast<long long>(T), unfused, norm_only, fused);
   }
 }
 

@@ -1,9 +1,10 @@
 // CUDA dense ops (embed, gather_rows, rmsnorm, linear: GEMV and cuBLASLt paths, with and without
 // the input RMSNorm) against the CPU reference on the same seeded bf16-rounded inputs, at gpt-oss
-// sizes and odd ones.
+// sizes and odd ones; every linear checks the route it took (GEMV or cuBLASLt by T, linear_route).
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <functional>
+#include <string>
 
 #include "cuda_test_util.h"
 
@@ -14,6 +15,16 @@ namespace {
 // accumulation-order differences are far below. 1e-5 leaves 10x margin and still catches a
 // wrong row, lane or bias (the corrupted-output case below gives ~1e-3).
 constexpr double kLinearNmse = 1e-5;
+// The GEMVs' last token counts (heuristics.h): the cases on either side of them.
+constexpr int64_t kGemvMax = heuristics::kLinearGemvMaxTokens;
+constexpr int64_t kMxfp4GemvMax = heuristics::kLinearMxfp4GemvMaxTokens;
+
+// The CUDA routes of one GPU call.
+std::vector<std::string> routes_of(const std::function<Status()>& call) {
+  ops::RouteRecorder rec;
+  EXPECT_TRUE(call().ok());
+  return cuda_routes(rec);
+}
 
 TEST(CudaDense, EmbedAndGatherRowsCopyBitwise) {
   MX_REQUIRE_CUDA();
@@ -56,7 +67,7 @@ struct LinearCase {
   ops::Accumulate accumulate;
 };
 
-// Runs one linear on both backends; returns (gpu, cpu) outputs.
+// Runs one linear on both backends, checks the GPU's route; returns (gpu, cpu) outputs.
 std::pair<std::vector<float>, std::vector<float>> run_linear(const LinearCase& c, uint64_t seed) {
   Mirror x = act(random_floats(size_t(c.T * c.Kin), seed, -2.0f, 2.0f), {c.T, c.Kin});
   Mirror w = bf16_weights(random_floats(size_t(c.N * c.Kin), seed + 1, -0.05f, 0.05f), {c.N, c.Kin});
@@ -64,9 +75,12 @@ std::pair<std::vector<float>, std::vector<float>> run_linear(const LinearCase& c
   const std::vector<float> init = random_floats(size_t(c.T * c.N), seed + 3);
   Mirror out = c.f32_out ? raw(init, DType::F32, {c.T, c.N}) : act(init, {c.T, c.N});
   const Tensor no_bias;
-  EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w.gpu, .bias = c.bias ? b.gpu : no_bias, .out = out.gpu,
-                           .accumulate = c.accumulate})
-                  .ok());
+  const std::vector<std::string> routes = routes_of([&] {
+    return ops::linear(
+        {.x = x.gpu, .w = w.gpu, .bias = c.bias ? b.gpu : no_bias, .out = out.gpu, .accumulate = c.accumulate});
+  });
+  EXPECT_EQ(routes, std::vector<std::string>{linear_route({.T = c.T, .Kin = c.Kin})})
+      << "T=" << c.T << " Kin=" << c.Kin;
   EXPECT_TRUE(ops::linear({.x = x.cpu, .w = w.cpu, .bias = c.bias ? b.cpu : no_bias, .out = out.cpu,
                            .accumulate = c.accumulate})
                   .ok());
@@ -78,8 +92,9 @@ TEST(CudaDense, LinearMatchesReferenceAtGptOssAndOddSizes) {
   using A = ops::Accumulate;
   const LinearCase cases[] = {
       {1, 5120, 2880, true, false, A::No},        // qkv, GEMV
-      {2, 5120, 2880, true, false, A::No},        // qkv, GEMV at its token limit
-      {4, 5120, 2880, true, false, A::No},        // qkv, cuBLASLt
+      {2, 5120, 2880, true, false, A::No},        // qkv, GEMV
+      {kGemvMax, 5120, 2880, true, false, A::No},      // qkv, GEMV at its last T
+      {kGemvMax + 1, 5120, 2880, true, false, A::No},  // qkv, cuBLASLt
       {1, 2880, 4096, true, false, A::IntoOut},   // o_proj + residual, GEMV
       {3, 128, 2880, true, false, A::No},         // router
       {2, 37, 72, false, true, A::IntoOut},       // odd, f32 out
@@ -95,9 +110,9 @@ TEST(CudaDense, LinearMatchesReferenceAtGptOssAndOddSizes) {
   }
 }
 
-// MXFP4 dense weights (--mxfp4-layers): bf16_mxfp4w_gemv at T = 1, bf16_mxfp4w_gemv_mma for T <= 8,
-// decoded chunks + cuBLASLt above, against the CPU reference decoding the same blocks. The same bf16 output rounding as the
-// BF16 paths: kLinearNmse holds.
+// MXFP4 dense weights (--mxfp4-layers): bf16_mxfp4w_gemv at T = 1, bf16_mxfp4w_gemv_mma up to
+// kMxfp4GemvMax, decoded chunks + cuBLASLt above (the route checked), against the CPU reference
+// decoding the same blocks. The same bf16 output rounding as the BF16 paths: kLinearNmse holds.
 std::pair<std::vector<float>, std::vector<float>> run_mxfp4_linear(const LinearCase& c, bool norm, uint64_t seed) {
   Mirror x = act(random_floats(size_t(c.T * c.Kin), seed, -2.0f, 2.0f), {c.T, c.Kin});
   const Mxfp4Mirror w = mxfp4_weights(random_floats(size_t(c.N * c.Kin), seed + 1, -0.05f, 0.05f), c.N, c.Kin);
@@ -106,6 +121,7 @@ std::pair<std::vector<float>, std::vector<float>> run_mxfp4_linear(const LinearC
   const std::vector<float> init = random_floats(size_t(c.T * c.N), seed + 3);
   Mirror out = c.f32_out ? raw(init, DType::F32, {c.T, c.N}) : act(init, {c.T, c.N});
   const Tensor none;
+  ops::RouteRecorder rec;
   for (const bool gpu : {true, false}) {
     const Status st = ops::linear({.x = gpu ? x.gpu : x.cpu,
                                    .w = gpu ? w.blocks.gpu : w.blocks.cpu,
@@ -116,6 +132,8 @@ std::pair<std::vector<float>, std::vector<float>> run_mxfp4_linear(const LinearC
                                    .w_scales = gpu ? w.scales.gpu : w.scales.cpu});
     EXPECT_TRUE(st.ok()) << st.message();
   }
+  const std::string want = linear_route({.T = c.T, .Kin = c.Kin, .mxfp4 = true, .norm = norm});
+  EXPECT_EQ(cuda_routes(rec), std::vector<std::string>{want}) << "T=" << c.T << " Kin=" << c.Kin;
   return {download(out.gpu), host_floats(out)};
 }
 
@@ -131,7 +149,7 @@ TEST(CudaDense, Mxfp4LinearMatchesReference) {
       {{2, 5120, 2880, true, false, A::No}, false},      // tensor-core GEMV from here
       {{3, 5120, 2880, true, false, A::No}, true},
       {{4, 5120, 2880, true, false, A::No}, true},
-      {{8, 5120, 2880, true, false, A::No}, true},       // the tensor-core GEMV's limit
+      {{kMxfp4GemvMax, 5120, 2880, true, false, A::No}, true},  // the tensor-core GEMV's last T
       {{1, 2880, 4096, true, false, A::IntoOut}, false}, // o_proj + residual
       {{4, 2880, 4096, true, false, A::IntoOut}, false},
       {{7, 2880, 4096, true, false, A::IntoOut}, false},
@@ -139,10 +157,10 @@ TEST(CudaDense, Mxfp4LinearMatchesReference) {
       {{3, 37, 96, false, true, A::IntoOut}, false},     // odd rows (a partial tile), f32 out
       {{1, 33, 32, true, true, A::No}, true},            // one block per row
       {{5, 33, 32, true, true, A::No}, true},            // one block per row, one quad, 3 idle warps
-      {{9, 5120, 2880, true, false, A::No}, true},       // decoded chunk + cuBLASLt (rmsnorm kernel first)
-      {{9, 12000, 2880, true, false, A::No}, false},     // two decoded chunks, each with its slice of the bias
+      {{kMxfp4GemvMax + 1, 5120, 2880, true, false, A::No}, true},  // decoded chunk + cuBLASLt (rmsnorm kernel first)
+      {{kMxfp4GemvMax + 1, 12000, 2880, true, false, A::No}, false},  // two decoded chunks, each its bias slice
       {{64, 2880, 4096, true, false, A::IntoOut}, false},// prefill, accumulate
-      {{9, 37, 96, false, true, A::No}, false},          // cuBLASLt odd, f32 out
+      {{kMxfp4GemvMax + 1, 37, 96, false, true, A::No}, false},  // cuBLASLt odd, f32 out
   };
   uint64_t seed = 1300;
   for (const Case& k : cases) {
@@ -190,9 +208,9 @@ TEST(CudaDense, ComparisonCatchesCorruptedOutput) {
   EXPECT_GT(nmse(corrupted(gpu), cpu), kLinearNmse);
 }
 
-// linear with an input RMSNorm (x is the residual stream): the fused GEMV for T <= 2, the rmsnorm
-// kernel + cuBLASLt above; the CPU normalises in f32, the GPU rounds x' to bf16 first (~2^-9
-// relative per element, NMSE ~1e-6 of the output, under kLinearNmse).
+// linear with an input RMSNorm (x is the residual stream): the fused GEMV up to kGemvMax, the
+// rmsnorm kernel + cuBLASLt above (the route checked); the CPU normalises in f32, the GPU rounds x'
+// to bf16 first (~2^-9 relative per element, NMSE ~1e-6 of the output, under kLinearNmse).
 struct NormCase {
   int64_t T, N, Kin;
   bool f32_out = false;
@@ -211,7 +229,10 @@ NormRun run_norm_linear(const NormCase& c, uint64_t seed) {
   Mirror out = out_of(random_floats(size_t(c.T * c.N), seed + 4));
   Mirror xn = act(std::vector<float>(size_t(c.T * c.Kin)), {c.T, c.Kin});
   Mirror ref = out_of(std::vector<float>(size_t(c.T * c.N)));
-  EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}}).ok());
+  const std::vector<std::string> routes = routes_of(
+      [&] { return ops::linear({.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}}); });
+  EXPECT_EQ(routes, std::vector<std::string>{linear_route({.T = c.T, .Kin = c.Kin, .norm = true})})
+      << "T=" << c.T << " Kin=" << c.Kin;
   EXPECT_TRUE(ops::linear({.x = x.cpu, .w = w.cpu, .bias = b.cpu, .out = out.cpu, .norm = {.weight = nw.cpu}}).ok());
   // The unfused CUDA ops: rmsnorm kernel, then linear.
   EXPECT_TRUE(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}).ok());
@@ -223,14 +244,15 @@ TEST(CudaDense, LinearWithInputNormMatchesReference) {
   MX_REQUIRE_CUDA();
   const NormCase cases[] = {
       {1, 5120, 2880},  // attention norm + qkv, fused GEMV
-      {2, 5120, 2880},  // fused GEMV at its token limit
+      {2, 5120, 2880},  // fused GEMV
       {2, 37, 72},      // odd sizes, fused GEMV
-      {3, 37, 72},      // odd sizes (GEMV kernel limit 4, dispatch: rmsnorm + cuBLASLt)
+      {3, 37, 72},      // odd sizes, fused GEMV
       {1, 33, 8},       // one 16-byte chunk per row
-      {4, 5120, 2880},  // rmsnorm + cuBLASLt
+      {kGemvMax, 5120, 2880},      // fused GEMV at its last T
+      {kGemvMax + 1, 5120, 2880},  // rmsnorm + cuBLASLt
       {64, 5120, 2880}, // prefill
-      {5, 40, 64, true},  // f32 out: the bias rows written as f32 by the rmsnorm kernel, 8 at a time
-      {6, 37, 72, true},  // f32 out, a bias length that is not a multiple of 8
+      {kGemvMax + 1, 40, 64, true},  // f32 out: the bias rows written as f32 by the rmsnorm kernel, 8 at a time
+      {kGemvMax + 2, 37, 72, true},  // f32 out, a bias length that is not a multiple of 8
   };
   uint64_t seed = 500;
   for (const NormCase& c : cases) {
@@ -249,84 +271,6 @@ TEST(CudaDense, InputNormComparisonCatchesCorruptedOutput) {
   EXPECT_LT(nmse(r.gpu, r.cpu), kLinearNmse);
   EXPECT_GT(nmse(corrupted(r.gpu), r.cpu), kLinearNmse);
   EXPECT_GT(nmse(corrupted(r.gpu), r.gpu_unfused), 1e-7);
-}
-
-// Times the attention-norm + qkv input at decode (fused GEMV vs rmsnorm kernel + GEMV) inside CUDA
-// graphs, weights rotated over 4 copies (118 MB, past L2). Prints a table for PERFORMANCE.md:
-// --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
-TEST(CudaDense, DISABLED_InputNormSweep) {
-  MX_REQUIRE_CUDA();
-  const int64_t N = 5120, Kin = 2880;
-  std::vector<Mirror> ws;
-  for (int i = 0; i < 4; ++i)
-    ws.push_back(bf16_weights(random_floats(size_t(N * Kin), 900 + i, -0.05f, 0.05f), {N, Kin}));
-  Mirror nw = bf16_weights(random_floats(size_t(Kin), 910, 0.5f, 2.0f), {Kin});
-  Mirror b = bf16_weights(random_floats(size_t(N), 911), {N});
-  std::printf("| T | rmsnorm + gemv us | fused us |\n|---|---|---|\n");
-  for (const int64_t T : {1, 2}) {
-    Mirror x = act(random_floats(size_t(T * Kin), 920, -3.0f, 3.0f), {T, Kin});
-    Mirror xn = act(std::vector<float>(size_t(T * Kin)), {T, Kin});
-    Mirror out = act(std::vector<float>(size_t(T * N)), {T, N});
-    const double unfused = graph_us_per_call(
-        [&](int i) -> Status {
-          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-          return ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu});
-        },
-        32, 20);
-    const double fused = graph_us_per_call(
-        [&](int i) {
-          return ops::linear(
-              {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}});
-        },
-        32, 20);
-    std::printf("| %lld | %.2f | %.2f |\n", static_cast<long long>(T), unfused, fused);
-  }
-}
-
-// Times linear with BF16 and MXFP4 weights at decode sizes inside CUDA graphs, weights rotated over
-// copies past L2: µs per call and GB/s of weight bytes. Prints a table for PERFORMANCE.md:
-// --gtest_also_run_disabled_tests --gtest_filter='*Mxfp4GemvSweep'.
-TEST(CudaDense, DISABLED_Mxfp4GemvSweep) {
-  MX_REQUIRE_CUDA();
-  struct Shape {
-    const char* name;
-    int64_t N, Kin;
-    bool norm;
-    int copies;
-  };
-  const Shape shapes[] = {{"qkv", 5120, 2880, true, 8}, {"o", 2880, 4096, false, 8}, {"lm_head", 201088, 2880, true, 1}};
-  std::printf("| matrix | T | BF16 µs | BF16 GB/s | MXFP4 µs | MXFP4 GB/s |\n|---|--:|--:|--:|--:|--:|\n");
-  for (const Shape& sh : shapes) {
-    std::vector<Mirror> bf;
-    std::vector<Mxfp4Mirror> q;
-    for (int i = 0; i < sh.copies; ++i) {
-      const std::vector<float> v = random_floats(size_t(sh.N * sh.Kin), 2000 + i, -0.05f, 0.05f);
-      bf.push_back(bf16_weights(v, {sh.N, sh.Kin}));
-      q.push_back(mxfp4_weights(v, sh.N, sh.Kin));
-    }
-    Mirror nw = bf16_weights(random_floats(size_t(sh.Kin), 2100, 0.5f, 2.0f), {sh.Kin});
-    for (const int64_t T : {1, 2, 4, 8}) {
-      Mirror x = act(random_floats(size_t(T * sh.Kin), 2200, -2.0f, 2.0f), {T, sh.Kin});
-      Mirror out = raw(std::vector<float>(size_t(T * sh.N)), DType::F32, {T, sh.N});
-      const Tensor norm = sh.norm ? nw.gpu : Tensor();
-      const int per_graph = sh.copies * 4;
-      const double us_bf = graph_us_per_call(
-          [&](int i) {
-            return ops::linear({.x = x.gpu, .w = bf[size_t(i % sh.copies)].gpu, .out = out.gpu, .norm = {.weight = norm}});
-          },
-          per_graph, 10);
-      const double us_q = graph_us_per_call(
-          [&](int i) {
-            const Mxfp4Mirror& m = q[size_t(i % sh.copies)];
-            return ops::linear({.x = x.gpu, .w = m.blocks.gpu, .out = out.gpu, .norm = {.weight = norm},
-                                .w_scales = m.scales.gpu});
-          },
-          per_graph, 10);
-      const double bytes_bf = 2.0 * sh.N * sh.Kin, bytes_q = sh.N * sh.Kin * 17.0 / 32.0;
-      std::printf("| %s | %lld | %.2f | %.0f | %.2f | %.0f |\n", sh.name, static_cast<long long>(T), us_bf,
-                  bytes_bf / us_bf / 1e3, us_q, bytes_q / us_q / 1e3);
-    }
-  }
 }
 
 }  // namespace

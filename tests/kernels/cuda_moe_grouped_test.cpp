@@ -1,16 +1,15 @@
 // The many-token CUDA MoE (cuda::moe_grouped: device routing, grouped MXFP4 GEMMs, finalize)
 // against the CPU reference: gpt-oss-120b sizes at T = 2048, odd small sizes, idle experts, all
-// tokens on one expert, both sides of the dispatch threshold, in both activation modes (BF16, FP8);
-// and the disabled timing sweep that set the threshold (run with --gtest_also_run_disabled_tests
-// --gtest_filter='*Sweep*').
+// tokens on one expert, both sides of the dispatch threshold (each call through ops::moe checks
+// the route it took), in both activation modes (BF16, FP8). The timing sweep that set the
+// threshold: `bench_sweeps moe_grouped`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "cuda_test_util.h"
 #include "kernels/heuristics.h"
@@ -100,7 +99,17 @@ Inputs make_inputs(const Shape& s, const std::vector<int32_t>& ids, uint64_t see
           .res0 = random_floats(size_t(T * D), seed + 2, -0.5f, 0.5f)};
 }
 
+// Dispatch: ops::moe, whose route run_gpu checks; Grouped: cuda::moe_grouped whatever T is.
 enum class Path { Dispatch, Grouped };
+
+// The route ops::moe takes from the ids (heuristics.h): the GEMVs up to the threshold, the grouped
+// path above it, with FP8 activations when the call or (Default) the process setting asks for them.
+std::vector<std::string> dispatch_routes(int64_t T, ops::MoeActivation activation) {
+  if (T <= kThreshold) return {"moe/cuda"};
+  const bool fp8 = activation == ops::MoeActivation::FP8 ||
+                   (activation == ops::MoeActivation::Default && ops::moe_activation() == ops::MoeActivation::FP8);
+  return {fp8 ? "moe_grouped_fp8/cuda" : "moe_grouped/cuda"};
+}
 
 ops::MoeArgs moe_args(const Experts& ex, const Inputs& in, const Tensor& residual, Device d,
                       ops::MoeActivation activation = ops::MoeActivation::Default) {
@@ -115,10 +124,14 @@ std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path,
   const ops::MoeArgs a = moe_args(ex, in, res.gpu, Device::CUDA, activation);
   Status st = ok_status();
   (void)path, (void)a;
+  ops::RouteRecorder rec;
 #ifdef MXSERVE_HAVE_CUDA
   st = path == Path::Grouped ? cuda::moe_grouped(a) : ops::moe(a);
 #endif
   EXPECT_TRUE(st.ok()) << st.message();
+  if (path == Path::Dispatch) {
+    EXPECT_EQ(cuda_routes(rec), dispatch_routes(in.s.T, activation)) << "T=" << in.s.T;
+  }
   return download(res.gpu);
 }
 
@@ -246,13 +259,8 @@ TEST(CudaMoeGroupedDispatch, Threshold) {
     const Shape s{T, 2880, 2880, 32, 4};
     const Experts ex = make_experts(s, 4000 + T);
     const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 4010 + T), 4020 + T);
-    (void)ops::take_profile();
-    ops::set_profiling(true);
+    // run_gpu checks the route: moe/cuda (the GEMVs) at the threshold, moe_grouped/cuda above it.
     const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);
-    ops::set_profiling(false);
-    const std::vector<ops::OpProfile> prof = ops::take_profile();
-    const bool grouped = std::any_of(prof.begin(), prof.end(), [](const auto& p) { return p.name == "moe_grouped/cuda"; });
-    EXPECT_EQ(grouped, T > kThreshold) << "T=" << T << ": dispatch threshold differs from the test's";
     // Both paths read the checkpoint layout and must agree with the reference on either side.
     EXPECT_LT(nmse(gpu, run_cpu(ex, in)), kGroupedNmse) << "T=" << T;
   }
@@ -314,68 +322,11 @@ TEST(CudaMoeGroupedFp8, ProcessSettingSelectsThePath) {
   const Experts ex = make_experts(s, 6000);
   const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 6010), 6020);
   ops::set_moe_activation(kFp8);
-  (void)ops::take_profile();
-  ops::set_profiling(true);
+  ops::RouteRecorder rec;
   const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);  // Default: the process setting
-  ops::set_profiling(false);
   ops::set_moe_activation(ops::MoeActivation::BF16);
-  const std::vector<ops::OpProfile> prof = ops::take_profile();
-  EXPECT_TRUE(std::any_of(prof.begin(), prof.end(), [](const auto& p) { return p.name == "moe_grouped_fp8/cuda"; }));
+  EXPECT_EQ(cuda_routes(rec), std::vector<std::string>{"moe_grouped_fp8/cuda"});
   EXPECT_LT(nmse(gpu, run_cpu(ex, in, kFp8)), kGroupedNmse);
-}
-
-// Times the per-(token, slot) GEMVs (cuda::moe) and the grouped path (cuda::moe_grouped) at 120b
-// sizes; eight id sets rotate so that routed experts change between calls. Prints a table.
-TEST(CudaMoeGroupedSweep, DISABLED_ThresholdSweep) {
-  MX_REQUIRE_CUDA();
-#ifdef MXSERVE_HAVE_CUDA
-  const Shape big{2048, 2880, 2880, 128, 4};
-  const Experts ex = make_experts(big, 5000, /*host=*/false);
-  std::printf("| T | gemv us | grouped mma.sync us | grouped wgmma us | grouped fp8 us |\n|---|---|---|---|---|\n");
-  // MXSERVE_SWEEP_T=64,128 times those batches only (e.g. to profile one of them with ncu).
-  std::vector<int64_t> Ts{1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 512, 2048};
-  if (const char* env = std::getenv("MXSERVE_SWEEP_T")) {
-    Ts.clear();
-    for (const char* c = env;;) {
-      char* end = nullptr;
-      const long long T = std::strtoll(c, &end, 10);
-      if (end == c) break;
-      Ts.push_back(T);
-      c = *end == ',' ? end + 1 : end;
-    }
-  }
-  for (const int64_t T : Ts) {
-    const Shape s{T, big.D, big.F, big.E, big.K};
-    std::vector<Inputs> sets;
-    for (int i = 0; i < 8; ++i) sets.push_back(make_inputs(s, random_ids(T, s.K, s.E, 5100 + 8 * T + i), 5200 + i));
-    std::vector<Mirror> res;
-    for (int i = 0; i < 8; ++i) res.push_back(act(sets[size_t(i)].res0, {T, s.D}));
-    auto time_us = [&](auto fn) {
-      const int iters = T >= 512 ? 16 : 48;
-      for (int i = 0; i < 8; ++i) EXPECT_TRUE(fn(moe_args(ex, sets[size_t(i)], res[size_t(i)].gpu, Device::CUDA)).ok());
-      EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i)
-        EXPECT_TRUE(fn(moe_args(ex, sets[size_t(i % 8)], res[size_t(i % 8)].gpu, Device::CUDA)).ok());
-      EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    };
-    const double g = T <= 256 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
-    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kMmaSync);
-    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
-    double qw = 0.0;
-    if (cuda::moe_grouped_wgmma_available()) {
-      cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kWgmma);
-      qw = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
-    }
-    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kAuto);
-    const double q8 = time_us([](ops::MoeArgs a) {
-      a.activation = ops::MoeActivation::FP8;
-      return cuda::moe_grouped(a);
-    });
-    std::printf("| %lld | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, qw, q8);
-  }
-#endif
 }
 
 }  // namespace

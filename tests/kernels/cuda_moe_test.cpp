@@ -1,10 +1,12 @@
 // CUDA router_topk (ids bitwise) and the MXFP4 MoE GEMVs against the CPU reference: gpt-oss
-// sizes (D = F = 2880, E = 32 / 128, K = 4), odd small ones, idle experts, all tokens on one expert.
+// sizes (D = F = 2880, E = 32 / 128, K = 4), odd small ones, idle experts, all tokens on one expert;
+// every ops::moe call checks the routes it took (the GEMVs up to heuristics::kMoeGemvMaxTokens).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "cuda_test_util.h"
 #include "kernels/heuristics.h"
@@ -51,7 +53,11 @@ struct MoeRun {
   std::vector<float> gpu, cpu;  // residual
   std::vector<int32_t> ids_gpu, ids_cpu;
   std::vector<float> w_gpu, w_cpu;
+  std::vector<std::string> routes;  // the GPU call's CUDA routes
 };
+
+// The GEMV path's route: bf16_mxfp4w_moe_gemv from the ids, or selecting from the logits itself.
+const std::vector<std::string> kGemvRoute = {"moe/cuda"};
 
 // Random MXFP4 experts with scales 2^-9..2^-5 (gate/up values reach the +-7 clamps), routed by the
 // given top-k ids or, when `logits` is not empty, by ops::moe's own selection from those logits.
@@ -78,6 +84,7 @@ MoeRun run_moe_routed(const MoeCase& c, const std::vector<int32_t>& ids_v, const
   Mirror res = act(random_floats(size_t(T * D), seed + 8, -0.5f, 0.5f), {T, D});
   Mirror lg;
   if (!logits.empty()) lg = logits_f32 ? raw(logits, DType::F32, {T, E}) : act(logits, {T, E});
+  ops::RouteRecorder rec;
   for (bool gpu : {true, false}) {
     auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
     const Status st = ops::moe({.x = pick(x),
@@ -90,7 +97,7 @@ MoeRun run_moe_routed(const MoeCase& c, const std::vector<int32_t>& ids_v, const
                                 .residual = pick(res)});
     EXPECT_TRUE(st.ok()) << st.message();
   }
-  MoeRun r{.gpu = download(res.gpu), .cpu = host_floats(res)};
+  MoeRun r{.gpu = download(res.gpu), .cpu = host_floats(res), .routes = cuda_routes(rec)};
   r.ids_gpu.resize(size_t(T * K));
   EXPECT_TRUE(ops::copy(Tensor(r.ids_gpu.data(), DType::I32, {T, K}), ids.gpu).ok());
   const auto* ic = reinterpret_cast<const int32_t*>(ids.host.data());
@@ -100,9 +107,11 @@ MoeRun run_moe_routed(const MoeCase& c, const std::vector<int32_t>& ids_v, const
   return r;
 }
 
+// ops::moe from the ids; every case is meant for the GEMVs (T <= heuristics::kMoeGemvMaxTokens).
 std::pair<std::vector<float>, std::vector<float>> run_moe(const MoeCase& c, const std::vector<int32_t>& ids_v,
                                                           uint64_t seed) {
   MoeRun r = run_moe_routed(c, ids_v, {}, false, seed);
+  EXPECT_EQ(r.routes, kGemvRoute) << "T=" << c.T << ": the GEMV path must run";
   return {std::move(r.gpu), std::move(r.cpu)};
 }
 
@@ -140,9 +149,11 @@ TEST(CudaMoe, AllTokensOnOneExpert) {
   EXPECT_LT(nmse(gpu, cpu), kMoeNmse);
 }
 
+// The many-token case at the GEMVs' last T (the grouped path's test covers the T above).
 TEST(CudaMoe, OddSmallSizesAndManyTokens) {
   MX_REQUIRE_CUDA();
-  for (const MoeCase& c : {MoeCase{7, 64, 96, 5, 2}, MoeCase{1, 32, 32, 3, 3}, MoeCase{62, 160, 64, 8, 4}}) {
+  for (const MoeCase& c : {MoeCase{7, 64, 96, 5, 2}, MoeCase{1, 32, 32, 3, 3},
+                           MoeCase{heuristics::kMoeGemvMaxTokens, 160, 64, 8, 4}}) {
     const auto [gpu, cpu] = run_moe(c, random_ids(c.T, c.K, c.E, 500 + c.D), 600 + c.D);
     EXPECT_LT(nmse(gpu, cpu), kMoeNmse) << "T=" << c.T << " D=" << c.D << " F=" << c.F;
   }
@@ -160,17 +171,21 @@ TEST(CudaMoe, BatchEightTopEightAndChunkedRows) {
 }
 
 // ops::moe with the router logits: on CUDA the GEMV kernels select each token's top-K themselves
-// (T <= heuristics::kMoeGemvMaxTokens), beyond that router_topk runs before the grouped path. ids bitwise
-// and weights as the CPU's router_topk, ties on a coarse logit grid included.
+// (T <= heuristics::kMoeGemvMaxTokens, E within their 256), beyond that router_topk runs before the
+// grouped path. ids bitwise and weights as the CPU's router_topk, ties on a coarse logit grid included.
 TEST(CudaMoe, SelectsExpertsFromRouterLogits) {
   MX_REQUIRE_CUDA();
   const MoeCase cases[] = {{1, 2880, 2880, 128, 4}, {5, 2880, 2880, 32, 4}, {3, 64, 96, 5, 2}, {130, 256, 128, 16, 4}};
   for (const MoeCase& c : cases) {
     std::vector<float> logits = random_floats(size_t(c.T * c.E), 900 + c.T, -4.0f, 4.0f);
     for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;
+    const std::vector<std::string> want = c.T <= heuristics::kMoeGemvMaxTokens
+                                              ? kGemvRoute
+                                              : std::vector<std::string>{"router_topk/cuda", "moe_grouped/cuda"};
     for (bool f32 : {false, true}) {
       const std::vector<int32_t> stale(size_t(c.T * c.K), -1);  // overwritten by the op
       const MoeRun r = run_moe_routed(c, stale, logits, f32, 950 + c.T);
+      EXPECT_EQ(r.routes, want) << "T=" << c.T << " E=" << c.E;
       EXPECT_EQ(r.ids_gpu, r.ids_cpu) << "T=" << c.T << " E=" << c.E << " f32=" << f32;
       EXPECT_TRUE(all_close(r.w_gpu, r.w_cpu, 0, 1e-6)) << "T=" << c.T << " E=" << c.E;
       EXPECT_LT(nmse(r.gpu, r.cpu), kMoeNmse) << "T=" << c.T << " E=" << c.E << " f32=" << f32;

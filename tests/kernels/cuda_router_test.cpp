@@ -1,10 +1,11 @@
 // CUDA moe_router (rmsnorm -> router GEMV [-> top-k + softmax]; the norm and GEMV as one kernel,
-// bf16_bf16w_norm_router, for T <= 8, two ops above; router_topk after either when asked for) against the CPU reference on fresh seeded inputs: gpt-oss sizes
-// (D 2880, E 128 / 32, K 4)
-// and odd ones, forced ties, bf16 and f32 logits, back-to-back calls, a corrupted-output check.
+// bf16_bf16w_norm_router, up to heuristics::kMoeRouterFusedMaxTokens, two ops above; router_topk
+// after either when asked for) against the CPU reference on fresh seeded inputs, each case checking
+// the routes it took: gpt-oss sizes (D 2880, E 128 / 32, K 4) and odd ones, forced ties, bf16 and
+// f32 logits, back-to-back calls, a corrupted-output check.
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -27,7 +28,21 @@ struct RouterCase {
 struct RouterRun {
   std::vector<float> xn_gpu, xn_cpu, logits_gpu, logits_cpu, w_gpu, w_ref;
   std::vector<int32_t> ids_gpu, ids_ref;  // ref: the CPU router_topk over the GPU's stored logits
+  std::vector<std::string> routes;        // the GPU call's CUDA routes
 };
+
+// The routes moe_router takes on CUDA: the fused kernel up to heuristics.h's bound where its
+// contract holds (D % 8 == 0 and D <= 4096: every case here but D = 36), else rmsnorm -> linear;
+// router_topk after either when the call asks for the ids.
+std::vector<std::string> router_routes(const RouterCase& c) {
+  std::vector<std::string> r;
+  if (c.T <= heuristics::kMoeRouterFusedMaxTokens && c.D % 8 == 0)
+    r = {"moe_router_fused/cuda"};
+  else
+    r = {"rmsnorm/cuda", linear_route({.T = c.T, .Kin = c.D, .mxfp4 = c.mxfp4})};
+  if (c.topk) r.push_back("router_topk/cuda");
+  return r;
+}
 
 std::vector<int32_t> download_i32(const Tensor& t) {
   std::vector<int32_t> v(size_t(t.numel()));
@@ -62,6 +77,7 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
   Mirror ids = raw(std::vector<int32_t>(size_t(T * K), -1), DType::I32, {T, K});
   Mirror weights = raw(std::vector<float>(size_t(T * K), -1.0f), DType::F32, {T, K});
   const Tensor no_bias;
+  ops::RouteRecorder rec;
   for (const bool gpu : {true, false}) {
     auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
     EXPECT_TRUE(ops::moe_router({.x = pick(x),
@@ -76,7 +92,8 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
                     .ok());
   }
   RouterRun r{.xn_gpu = download(xn.gpu), .xn_cpu = host_floats(xn), .logits_gpu = download(logits.gpu),
-              .logits_cpu = host_floats(logits), .w_gpu = download(weights.gpu), .ids_gpu = download_i32(ids.gpu)};
+              .logits_cpu = host_floats(logits), .w_gpu = download(weights.gpu), .ids_gpu = download_i32(ids.gpu),
+              .routes = cuda_routes(rec)};
   r.ids_ref.assign(size_t(T * K), -1);
   r.w_ref.assign(size_t(T * K), -1.0f);
   EXPECT_TRUE(ops::router_topk({.logits = Tensor(r.logits_gpu.data(), DType::F32, {T, E}),
@@ -90,6 +107,7 @@ void expect_matches(const RouterRun& r, const RouterCase& c) {
   const std::string where = "T=" + std::to_string(c.T) + " D=" + std::to_string(c.D) + " E=" + std::to_string(c.E) +
                             " K=" + std::to_string(c.K) + (c.f32_logits ? " f32 logits" : " bf16 logits") +
                             (c.mxfp4 ? " mxfp4" : "");
+  EXPECT_EQ(r.routes, router_routes(c)) << where;
   EXPECT_LT(nmse(r.xn_gpu, r.xn_cpu), kRouterNmse) << where;
   EXPECT_LT(nmse(r.logits_gpu, r.logits_cpu), kRouterNmse) << where;
   if (!c.topk) {  // logits only: ids untouched
@@ -102,24 +120,25 @@ void expect_matches(const RouterRun& r, const RouterCase& c) {
 
 TEST(CudaRouter, MoeRouterMatchesReference) {
   MX_REQUIRE_CUDA();
+  constexpr int64_t kFused = heuristics::kMoeRouterFusedMaxTokens;
   const RouterCase cases[] = {
       {1, 2880, 128, 4, true, false},  // 120b decode (fused)
       {1, 2880, 32, 4, true, false},   // 20b decode (fused)
       {2, 2880, 128, 4, true, true},   // f32 logits (fused)
-      {8, 2880, 32, 4, true, false},   // the fused kernel's token limit
+      {kFused, 2880, 32, 4, true, false},      // the fused kernel's last T
       {64, 2880, 128, 4, true, true},  // a decode batch of 64 (the grouped MoE path's router)
       {3, 72, 5, 3, true, false},      // odd sizes (fused)
       {5, 200, 256, 8, false, true},   // E and K at the kernel limits, no bias (fused)
       {1, 4096, 7, 1, true, false},    // D at the kernel limit, K = 1
-      {9, 2880, 128, 4, true, false},  // above the threshold: rmsnorm -> linear -> router_topk
+      {kFused + 1, 2880, 128, 4, true, false},  // above it: rmsnorm -> linear -> router_topk
       {64, 2880, 32, 4, true, false},  // prefill chunk
       {2, 36, 6, 2, true, false},      // D % 8 != 0: the three ops even at small T
       {1, 2880, 128, 4, true, false, false},  // logits only (ops::moe selects): fused
-      {9, 2880, 32, 4, true, true, false},    // logits only: rmsnorm -> linear
+      {kFused + 1, 2880, 32, 4, true, true, false},  // logits only: rmsnorm -> linear
       {1, 2880, 128, 4, true, false, false, true},  // MXFP4 router, 120b decode (fused)
       {4, 2880, 32, 4, true, true, true, true},     // MXFP4, fused with the top-k
       {3, 96, 5, 3, true, false, true, true},       // MXFP4, odd E (fused)
-      {9, 2880, 128, 4, true, false, true, true},   // MXFP4: rmsnorm -> MXFP4 linear -> router_topk
+      {kFused + 1, 2880, 128, 4, true, false, true, true},  // MXFP4: rmsnorm -> MXFP4 linear -> router_topk
   };
   uint64_t seed = 1000;
   for (const RouterCase& c : cases) expect_matches(run_router(c, seed += 10), c);
@@ -156,41 +175,6 @@ TEST(CudaRouter, ComparisonCatchesCorruptedOutput) {
   EXPECT_GT(nmse(corrupted(r.logits_gpu), r.logits_cpu), kRouterNmse);
   std::swap(r.ids_gpu[2], r.ids_gpu[3]);
   EXPECT_NE(r.ids_gpu, r.ids_ref);
-}
-
-// Times moe_router at decode sizes as the forward calls it (F32 logits; the MoE GEMVs select):
-// the fused kernel against rmsnorm -> linear, inside CUDA graphs, router weights rotated over 96
-// copies (71 MB at E = 128, past L2), as in a decode step. Prints a table for the performance
-// notes: --gtest_also_run_disabled_tests --gtest_filter='*Sweep*'.
-TEST(CudaRouter, DISABLED_ThresholdSweep) {
-  MX_REQUIRE_CUDA();
-  const int D = 2880, kCopies = 96;
-  std::printf("| E | T | rmsnorm + linear us | fused us |\n|---|---|---|---|\n");
-  for (const int E : {128, 32}) {
-    std::vector<Mirror> ws;
-    for (int i = 0; i < kCopies; ++i)
-      ws.push_back(bf16_weights(random_floats(size_t(E) * D, 2000 + uint64_t(i), -0.1f, 0.1f), {E, D}));
-    Mirror nw = bf16_weights(random_floats(size_t(D), 2100, 0.5f, 2.0f), {D});
-    Mirror b = bf16_weights(random_floats(size_t(E), 2101), {E});
-    for (const int64_t T : {1, 2, 4, 8}) {
-      Mirror x = act(random_floats(size_t(T * D), 2200, -3.0f, 3.0f), {T, D});
-      Mirror xn = act(std::vector<float>(size_t(T * D)), {T, D});
-      Mirror logits = raw(std::vector<float>(size_t(T * E)), DType::F32, {T, E});
-      const double unfused = graph_us_per_call(
-          [&](int i) -> Status {
-            MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-            return ops::linear({.x = xn.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu, .out = logits.gpu});
-          },
-          kCopies, 10);
-      const double fused = graph_us_per_call(
-          [&](int i) {
-            return ops::moe_router({.x = x.gpu, .norm_weight = nw.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu,
-                                    .xn = xn.gpu, .logits = logits.gpu});
-          },
-          kCopies, 10);
-      std::printf("| %d | %lld | %.2f | %.2f |\n", E, static_cast<long long>(T), unfused, fused);
-    }
-  }
 }
 
 }  // namespace

@@ -1,15 +1,17 @@
 // Helpers of the CUDA kernel tests (tests/kernels/cuda_*_test.cpp): the same values on the CPU
-// (f32 activations, the reference backend) and on the GPU (bf16 activations), downloads, and the
-// skip when no CUDA device is present.
+// (f32 activations, the reference backend) and on the GPU (bf16 activations), downloads, the
+// routes a call took (the path a test pins), and the skip when no CUDA device is present.
 #pragma once
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/heuristics.h"
 #include "kernels/ops.h"
 #include "test_util.h"
 
@@ -107,6 +109,33 @@ inline double graph_us_per_call(const std::function<Status(int)>& call, int per_
   EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return us / (double(replays) * per_graph);
+}
+
+// The CUDA routes a recorder saw (dispatch.cpp's names, "linear_gemv/cuda"), in call order: what a
+// test compares with the path its case is meant to take. CPU routes are left out, so the reference
+// calls may run under the same recorder.
+inline std::vector<std::string> cuda_routes(const ops::RouteRecorder& rec) {
+  std::vector<std::string> out;
+  for (const std::string& r : rec.routes())
+    if (r.ends_with("/cuda")) out.push_back(r);
+  return out;
+}
+
+// The route ops::linear takes on CUDA: the GEMV up to heuristics.h's token bound where the GEMV's
+// contract holds (rows of whole 16-byte chunks: Kin % 8 == 0, MXFP4 Kin % 32 == 0; 16-byte aligned
+// tensors, as Mirror's are; x' staged in shared memory, which fits at the tests' sizes), else cuBLASLt.
+struct LinearShape {
+  int64_t T, Kin;
+  bool mxfp4 = false;  // MXFP4 weights (--mxfp4-layers)
+  bool norm = false;   // an input RMSNorm (LinearArgs::norm)
+};
+inline bool linear_takes_gemv(const LinearShape& s) {
+  return s.mxfp4 ? s.T <= heuristics::kLinearMxfp4GemvMaxTokens && s.Kin % 32 == 0
+                 : s.T <= heuristics::kLinearGemvMaxTokens && s.Kin % 8 == 0;
+}
+inline std::string linear_route(const LinearShape& s) {
+  return std::string(s.norm ? "rmsnorm_" : "") + (s.mxfp4 ? "linear_mxfp4_" : "linear_") +
+         (linear_takes_gemv(s) ? "gemv" : "gemm") + "/cuda";
 }
 
 // A dense weight (N, K) quantized to MXFP4 (core/dtype.h quantize_mxfp4_block, the loader's rule),

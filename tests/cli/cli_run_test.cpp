@@ -1,5 +1,6 @@
 // `mxserve run --dump-logits` and `mxserve info` end to end on a fixture: the .npy holds
 // [steps, vocab] float32 rows equal to Hugging Face's greedy logits (row 0 = last prompt position).
+// A truncated checkpoint is an error exit naming the file, not a crash.
 // --kv-cache-dtype / --kv-scale on run, bench and serve: bad values are clear errors.
 // --speculative-config on run, bench and serve: bad JSON, methods and keys are clear errors; run
 // prints the same tokens with it as without.
@@ -13,6 +14,7 @@
 #include <iterator>
 #include <span>
 
+#include "model/random_model.h"
 #include "model/safetensors.h"
 #include "test_util.h"
 
@@ -79,6 +81,20 @@ TEST(CliRun, InfoReportsAMatchingCheckpointAndFailsOnAMissingModel) {
   const auto [code2, text2] = test::run_command(test::mxserve_binary().string() + " info no-such-org/no-model");
   EXPECT_EQ(code2, 1) << text2;
   EXPECT_NE(text2.find("not found"), std::string::npos) << text2;
+}
+
+TEST(Cli, CorruptCheckpointExitsCleanly) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::temp_dir("cli");
+  ASSERT_TRUE(write_random_model(dir, {.layers = 2, .hidden = 32, .intermediate = 64, .heads = 2, .kv_heads = 1,
+                                       .head_dim = 8, .experts = 3, .experts_per_token = 2, .vocab = 50})
+                  .ok());
+  fs::resize_file(dir / "model.safetensors", fs::file_size(dir / "model.safetensors") - 100);
+  const auto [code, out] = test::run_command(test::mxserve_binary().string() + " run " + dir.string() +
+                                             " --prompt-ids 1,2 --backend cpu");
+  EXPECT_EQ(code, 1) << out;  // an error exit, not a crash (signal)
+  EXPECT_NE(out.find("ERROR"), std::string::npos) << out;
+  EXPECT_NE(out.find("model.safetensors"), std::string::npos) << out;
 }
 
 // Refused before the model loads (serve: before it binds), each error naming what is accepted.
