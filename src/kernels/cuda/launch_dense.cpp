@@ -21,7 +21,7 @@ constexpr size_t kCublasLtWorkspace = 32u << 20;
 constexpr size_t kDecodedChunkBytes = 64u << 20;
 
 // MXFP4 weights: the FP32-FMA kernel for one token (one round trip per row, no FP16 staging),
-// the tensor-core one for 2..kMxfp4MmaMaxTokens: on the H100 (CudaDense.DISABLED_Mxfp4GemvSweep)
+// the tensor-core one for 2..kMxfp4MmaMaxTokens: on the H100 (`bench_sweeps mxfp4_gemv`)
 // the FP32 kernel wins at T = 1 and the mma kernel from T = 2 on lm_head, the largest matrix
 // (docs/lab/RUNS_21-30.md, run 22).
 bool mxfp4_mma(const ops::LinearArgs& a) { return ops::is_mxfp4(a.w_scales) && a.x.dim(0) > 1; }
