@@ -21,7 +21,8 @@ Result<Device> select_device(const std::string& backend) {
 void add_moe_activation_option(CLI::App* cmd, std::string* value) {
   cmd->add_option("--moe-activation", *value,
                   "Activations of the prefill MoE GEMMs on CUDA: bf16, or fp8 (E4M3 with per-32 E8M0 scales, "
-                  "quantized in the expand; docs/PERFORMANCE.md states its accuracy and speed)")
+                  "quantized in the expand; a seam for GPUs with FP8xFP4 MMA: on Hopper half the speed of bf16 "
+                  "and less accurate, docs/KERNELS.md)")
       ->default_val("bf16")
       ->check(CLI::IsMember({"bf16", "fp8"}));
 }
