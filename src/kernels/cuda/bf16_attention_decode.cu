@@ -385,7 +385,7 @@ __device__ void store_block(const AttentionParams& p, const uint4* smem, int64_t
 }
 
 template <bool kFp8>
-__global__ void __launch_bounds__(kThreads) bf16_attention_split(AttentionParams p) {
+__global__ void __launch_bounds__(kThreads) bf16_attention_decode(AttentionParams p) {
   using C = Cache<kFp8>;
   static_assert(sizeof(WarpPartial) <= C::kWarpBytes && sizeof(SplitFactors) <= C::kRingBytes);
   static_assert(kThreads == kG * 16, "merge_splits: 16 threads per head");
@@ -480,8 +480,8 @@ cudaError_t run_bf16_attention_decode(const AttentionParams& p, cudaStream_t s) 
     return cudaErrorInvalidValue;
   // A programmatic dependent (sm_90+): resident and waiting when its predecessor ends.
   const dim3 grid(unsigned(p.T), unsigned(p.Hkv), unsigned(p.splits));
-  if (p.kv_scales) return launch_pdl(bf16_attention_split<true>, grid, dim3(kThreads), Cache<true>::kRingBytes, s, p);
-  return launch_pdl(bf16_attention_split<false>, grid, dim3(kThreads), Cache<false>::kRingBytes, s, p);
+  if (p.kv_scales) return launch_pdl(bf16_attention_decode<true>, grid, dim3(kThreads), Cache<true>::kRingBytes, s, p);
+  return launch_pdl(bf16_attention_decode<false>, grid, dim3(kThreads), Cache<false>::kRingBytes, s, p);
 }
 
 }  // namespace mx::cuda::kern

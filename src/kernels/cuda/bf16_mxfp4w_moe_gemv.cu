@@ -57,7 +57,7 @@ __device__ __forceinline__ float pow2(int s) { return __uint_as_float(uint32_t(1
 
 // Grid (T*K, ceil(F / (kGuWarps*P))); warp w of block y: SwiGLU outputs j in [(y*kGuWarps+w)*P, +P).
 template <typename Stream>
-__global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, int P) {
+__global__ void __launch_bounds__(kGuWarps * 32) bf16_mxfp4w_moe_gemv_gate_up(MoeParams p, int P) {
   extern __shared__ uint4 xs[];  // the token's x as FP16 * 2^s, D/8 staged words + zero padding
   __shared__ float red[kGuWarps];
   dev::pdl_wait();  // ids (or logits) and x come from the kernels before
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kGuWarps * 32) moe_gemv_gate_up(MoeParams p, i
 // Warp (k, g) takes rows 2i, 2i+1, i in [y*R*P + g*P, +P), of expert ids[t,k]; the block then sums
 // the K slots in order with weights, biases and the residual.
 template <typename Stream>
-__global__ void __launch_bounds__(kMoeMaxK * 32, 2) moe_gemv_down(MoeParams p, int P) {
+__global__ void __launch_bounds__(kMoeMaxK * 32, 2) bf16_mxfp4w_moe_gemv_down(MoeParams p, int P) {
   extern __shared__ uint4 as[];  // K act rows as staged words (F/8 each, zero padded), then K * 2Pb partials
   const int64_t t = blockIdx.x;
   const int k = threadIdx.x / 32, rg = threadIdx.y;  // slot, row group
@@ -286,20 +286,20 @@ float moe_gemv_act_scale(float limit, float alpha) {
 template <typename GuStream, typename DnStream>
 cudaError_t run_streams(const MoeParams& p, cudaStream_t s) {
   const int gu_p = gate_up_pairs(p), dn_p = down_pairs(p), groups = down_groups(p.K);
-  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_gate_up<GuStream>), gate_up_smem(p.D));
+  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(bf16_mxfp4w_moe_gemv_gate_up<GuStream>), gate_up_smem(p.D));
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(moe_gemv_down<DnStream>),
+  if (cudaError_t e = allow_smem(reinterpret_cast<const void*>(bf16_mxfp4w_moe_gemv_down<DnStream>),
                                  down_smem(p.F, p.K, groups * dn_p));
       e != cudaSuccess)
     return e;
   const unsigned gu_blocks = unsigned((p.F + kGuWarps * gu_p - 1) / (kGuWarps * gu_p));
-  if (cudaError_t e = launch_pdl(moe_gemv_gate_up<GuStream>, dim3(unsigned(p.T * p.K), gu_blocks), dim3(kGuWarps * 32),
+  if (cudaError_t e = launch_pdl(bf16_mxfp4w_moe_gemv_gate_up<GuStream>, dim3(unsigned(p.T * p.K), gu_blocks), dim3(kGuWarps * 32),
                                  gate_up_smem(p.D), s, p, gu_p);
       e != cudaSuccess)
     return e;
   const unsigned dn_blocks = unsigned((p.D / 2 + groups * dn_p - 1) / (groups * dn_p));
-  return launch_pdl(moe_gemv_down<DnStream>, dim3(unsigned(p.T), dn_blocks), dim3(unsigned(p.K * 32), unsigned(groups)),
+  return launch_pdl(bf16_mxfp4w_moe_gemv_down<DnStream>, dim3(unsigned(p.T), dn_blocks), dim3(unsigned(p.K * 32), unsigned(groups)),
                     down_smem(p.F, p.K, groups * dn_p), s, p, dn_p);
 }
 

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kStatThreads) f32_row_stats(const float* logit
   stats[blockIdx.y * gridDim.x + blockIdx.x] = RowStats{mx, mn, int32_t(at), 0};
 }
 
-__global__ void __launch_bounds__(kThreads) f32_sample_kernel(const float* logits, const float* params,
+__global__ void __launch_bounds__(kThreads) f32_sample(const float* logits, const float* params,
                                                               const int32_t* seeds, const int32_t* positions,
                                                               int32_t* ids, int64_t V, const RowStats* stats,
                                                               int parts) {
@@ -179,7 +179,7 @@ cudaError_t run_f32_sample(const float* logits, const float* params, const int32
   if (parts < 1 || parts > kSampleMaxParts || R > 65535) return cudaErrorInvalidValue;
   RowStats* st = static_cast<RowStats*>(stats);
   f32_row_stats<<<dim3(unsigned(parts), unsigned(R)), kStatThreads, 0, s>>>(logits, V, st);
-  f32_sample_kernel<<<unsigned(R), kThreads, 0, s>>>(logits, params, seeds, positions, ids, V, st, parts);
+  f32_sample<<<unsigned(R), kThreads, 0, s>>>(logits, params, seeds, positions, ids, V, st, parts);
   return cudaGetLastError();
 }
 
