@@ -609,7 +609,7 @@ namespace {
 // The tiled attention kernel this device runs (the wgmma one where the build has sm_90a code for it).
 std::string prefill_attention_kernel() {
 #ifdef MXSERVE_HAVE_CUDA
-  if (cuda::attention_prefill_wgmma_available()) return "bf16_attention_prefill_wgmma (tiled, wgmma)";
+  if (cuda::attention_prefill_wgmma_available()) return "sm90_bf16_attention_prefill (tiled, wgmma)";
 #endif
   return "bf16_attention_prefill (tiled, mma.sync)";
 }
@@ -621,7 +621,7 @@ std::string grouped_bf16_gemms() {
   return fmt::format("BF16 activations: bf16_mxfp4w_moe_thin (16-pair tiles) up to {} pairs per expert on average, "
                      "{} pairs per expert, 128-pair tiles from {}",
                      kShortTileMaxPairsPerExpert,
-                     wgmma ? fmt::format("bf16_mxfp4w_moe_grouped_wgmma (weights decoded into the A registers) from {}",
+                     wgmma ? fmt::format("sm90_bf16_mxfp4w_moe_grouped (weights decoded into the A registers) from {}",
                                          kWgmmaMinPairsPerExpert)
                            : std::string("bf16_mxfp4w_moe_grouped (mma.sync) above that"),
                      kTallTileMinPairsPerExpert);

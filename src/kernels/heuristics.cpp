@@ -17,7 +17,7 @@ const char* moe_grouped_gemm_name(MoeGroupedGemm g) {
   switch (g) {
     case MoeGroupedGemm::kThin: return "bf16_mxfp4w_moe_thin";
     case MoeGroupedGemm::kMmaSync: return "bf16_mxfp4w_moe_grouped";
-    case MoeGroupedGemm::kWgmma: return "bf16_mxfp4w_moe_grouped_wgmma";
+    case MoeGroupedGemm::kWgmma: return "sm90_bf16_mxfp4w_moe_grouped";
     case MoeGroupedGemm::kFp8: return "e4m3_mxfp4w_moe_grouped";
   }
   return "?";

@@ -75,7 +75,7 @@ inline constexpr int64_t kShortTileMaxPairsPerExpert = 16;
 enum class MoeGroupedGemm {
   kThin,     // 16-pair tiles: bf16_mxfp4w_moe_thin
   kMmaSync,  // 64- or 128-pair tiles: bf16_mxfp4w_moe_grouped (mma.sync)
-  kWgmma,    // 64- or 128-pair tiles: bf16_mxfp4w_moe_grouped_wgmma (sm_90a)
+  kWgmma,    // 64- or 128-pair tiles: sm90_bf16_mxfp4w_moe_grouped (sm_90a)
   kFp8,      // 64-pair tiles, FP8 activations: e4m3_mxfp4w_moe_grouped
 };
 // A BF16 family pinned by a test or bench (kAuto: the choice below).

@@ -1,5 +1,5 @@
 // What the two prefill attention kernels share (bf16_attention_prefill.cu: mma.sync, any sm_80+;
-// bf16_attention_prefill_wgmma.cu: wgmma, sm_90a): the block's rows = (token, q head) pairs of one
+// sm90_bf16_attention_prefill.cu: wgmma, sm_90a): the block's rows = (token, q head) pairs of one
 // query tile and kv head, the paged K/V tile loads into a swizzled shared-memory ring, the row key
 // ranges and sinks, the FP32 online softmax in log2 units on accumulator fragments in the
 // mma.sync C layout (which is also wgmma's), and the output store.

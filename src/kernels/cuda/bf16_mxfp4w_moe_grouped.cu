@@ -321,7 +321,7 @@ cudaError_t run_bf16_mxfp4w_moe_grouped(const MoeGroupedParams& p, cudaStream_t 
     case MoeGroupedGemm::kMmaSync:
       err = p.tile_m == kGroupedTallTileM ? launch_gemms<Shape<8>>(p, s) : launch_gemms<Shape<4>>(p, s);
       break;
-    case MoeGroupedGemm::kWgmma: err = run_bf16_mxfp4w_moe_grouped_wgmma_gemms(p, s); break;
+    case MoeGroupedGemm::kWgmma: err = run_sm90_bf16_mxfp4w_moe_grouped_gemms(p, s); break;
     case MoeGroupedGemm::kFp8: err = run_e4m3_mxfp4w_moe_grouped_gemms(p, s); break;
   }
   if (err != cudaSuccess) return err;

@@ -45,7 +45,7 @@ Status kv_scales(const ops::KvScalesArgs& a);  // bf16_kv_scales
 Status qkv_projection_fused(const ops::QkvProjectionArgs& a);
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a);
 Status attention_decode(const ops::AttentionArgs& a);   // bf16_attention_decode: split-K, any T
-// Tiled attention for many tokens: bf16_attention_prefill_wgmma where the device runs this build's
+// Tiled attention for many tokens: sm90_bf16_attention_prefill where the device runs this build's
 // sm_90a code (kAuto), else bf16_attention_prefill (mma.sync); tests name each kernel.
 enum class PrefillKernel { kAuto, kMmaSync, kWgmma };
 Status attention_prefill(const ops::AttentionArgs& a, PrefillKernel kernel = PrefillKernel::kAuto);

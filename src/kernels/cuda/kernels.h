@@ -167,11 +167,11 @@ size_t attention_prefill_smem_bytes();              // dynamic shared memory (op
 // The tile list for blocks of `rows` (token, q head) rows.
 cudaError_t run_attention_prefill_tiles(const AttentionPrefillParams& p, int rows, cudaStream_t s);
 cudaError_t run_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s);  // tiles + mma.sync kernel
-// bf16_attention_prefill_wgmma.cu: the same on wgmma (sm_90a). Available when this build holds
+// sm90_bf16_attention_prefill.cu: the same on wgmma (sm_90a). Available when this build holds
 // sm_90a code (MXSERVE_SM90A) and the device runs it.
 bool attention_prefill_wgmma_available();
 size_t attention_prefill_wgmma_smem_bytes();
-cudaError_t run_bf16_attention_prefill_wgmma(const AttentionPrefillParams& p, cudaStream_t s);
+cudaError_t run_sm90_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s);
 
 // bf16_router_topk.cu: one warp per token, E <= kTopkMaxExperts, K <= kTopkMaxK.
 inline constexpr int kTopkMaxExperts = 256;
@@ -268,7 +268,7 @@ struct MoeGroupedParams {
   uint8_t* xs;          // (P, D/32) e8m0
   uint8_t* actq;        // (P, F) e4m3: SwiGLU output, quantized in the gate_up epilogue
   uint8_t* act_scales;  // (P, F/32) e8m0
-  // The wgmma GEMMs (bf16_mxfp4w_moe_grouped_wgmma.cu); act is then in their permuted k order.
+  // The wgmma GEMMs (sm90_bf16_mxfp4w_moe_grouped.cu); act is then in their permuted k order.
   void* xp;  // (T, D) bf16: x with every 64-wide stage permuted; null for the other families
   int64_t T;
   int D, F, E, K, max_tiles;
@@ -288,6 +288,6 @@ cudaError_t run_bf16_mxfp4w_moe_thin_gemms(const MoeGroupedParams& p, cudaStream
 // The BF16 GEMMs on wgmma (needs p.xp): this build holds sm_90a code for the device.
 bool moe_grouped_wgmma_available();
 size_t moe_grouped_wgmma_smem_bytes(int tile_m, int D, int F);
-cudaError_t run_bf16_mxfp4w_moe_grouped_wgmma_gemms(const MoeGroupedParams& p, cudaStream_t s);
+cudaError_t run_sm90_bf16_mxfp4w_moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s);
 
 }  // namespace mx::cuda::kern

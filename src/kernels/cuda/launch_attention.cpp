@@ -107,7 +107,7 @@ size_t prefill_smem_bytes(cuda::PrefillKernel k) {
 }
 
 const char* prefill_name(cuda::PrefillKernel k) {
-  return use_wgmma(k) ? "bf16_attention_prefill_wgmma" : "bf16_attention_prefill";
+  return use_wgmma(k) ? "sm90_bf16_attention_prefill" : "bf16_attention_prefill";
 }
 
 // The prefill kernels' contract (prefill_name(k)), with the reason it fails (empty when the kernel
@@ -153,7 +153,7 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillK
       .num_tiles = reinterpret_cast<int32_t*>(static_cast<int2*>(ws) + T), .T = T,
       .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1), .H = a.n_heads,
       .Hkv = a.n_kv_heads, .window = a.window, .grid_tiles = int(std::max<int64_t>(grid, 1)), .scale = a.scale};
-  return kernel_status(name, use_wgmma(kernel) ? kern::run_bf16_attention_prefill_wgmma(p, stream())
+  return kernel_status(name, use_wgmma(kernel) ? kern::run_sm90_bf16_attention_prefill(p, stream())
                                                : kern::run_bf16_attention_prefill(p, stream()));
 }
 

@@ -1,5 +1,5 @@
 // Device helpers of the BF16 grouped MoE GEMMs (bf16_mxfp4w_moe_grouped.cu on mma.sync,
-// bf16_mxfp4w_moe_grouped_wgmma.cu on wgmma): MXFP4 -> BF16 in registers (a 32-bit word of a block,
+// sm90_bf16_mxfp4w_moe_grouped.cu on wgmma): MXFP4 -> BF16 in registers (a 32-bit word of a block,
 // 8 E2M1 codes, becomes 4 BF16 pairs in element order with the block's E8M0 scale applied exactly)
 // and the epilogue of an output pair.
 #pragma once

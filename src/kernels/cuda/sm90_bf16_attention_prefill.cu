@@ -1,4 +1,4 @@
-// bf16_attention_prefill_wgmma: the prefill attention of bf16_attention_prefill.cu on Hopper's
+// sm90_bf16_attention_prefill: the prefill attention of bf16_attention_prefill.cu on Hopper's
 // warpgroup tensor cores (wgmma, sm_90a only; other targets run the mma.sync kernel). Same blocks
 // (128 rows = a query tile's (token, q head) pairs of one kv head), same tile list, same paged
 // K/V ring; two warpgroups of 64 rows per block, two blocks per SM. Per 64-key tile a warpgroup
@@ -6,7 +6,7 @@
 // registers, V from shared memory), so the softmax of one tile runs while the tensor cores finish
 // the other's P V. Layout and pipeline: docs/KERNELS.md, "Attention for many tokens".
 #include "kernels/cuda/attention_prefill.cuh"
-#include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/sm90_wgmma.cuh"
 
 namespace mx::cuda::kern {
 namespace {
@@ -28,7 +28,7 @@ static_assert(kRows == kWarps * 16 * kMT, "the warps cover the block's rows");
 
 #ifdef MX_HAVE_WGMMA
 using dev::desc_sw128, dev::fence_proxy_async, dev::wgmma_commit, dev::wgmma_fence, dev::wgmma_wait;
-// Descriptors (wgmma.cuh): the K-major Q and K tiles step +32 bytes per k16; for the MN-major V tile
+// Descriptors (sm90_wgmma.cuh): the K-major Q and K tiles step +32 bytes per k16; for the MN-major V tile
 // (a k16 step = 16 keys = +2048 bytes) the leading offset is the distance to columns 64..127, where
 // the ones region stands in.
 // Keeps the compiler from moving reads or writes of an accumulator across the waits above.
@@ -193,7 +193,7 @@ __device__ __forceinline__ void attend_tile(const AttentionPrefillParams& p, int
 #endif  // MX_HAVE_WGMMA
 
 // Grid (grid_tiles, Hkv); block x takes tiles x, x + grid_tiles, ... counted from the last one.
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) bf16_attention_prefill_wgmma(AttentionPrefillParams p) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) sm90_bf16_attention_prefill(AttentionPrefillParams p) {
 #ifdef MX_HAVE_WGMMA
   extern __shared__ uint8_t raw[];
   const uint32_t base = dev::smem_addr(raw), base1k = (base + 1023) & ~1023u;
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) bf16_attention_prefill
 
 bool attention_prefill_wgmma_available() {
 #ifdef MXSERVE_SM90A
-  static const bool ok = runs_sm90a_code(bf16_attention_prefill_wgmma);
+  static const bool ok = runs_sm90a_code(sm90_bf16_attention_prefill);
   return ok;
 #else
   return false;
@@ -231,13 +231,13 @@ bool attention_prefill_wgmma_available() {
 
 size_t attention_prefill_wgmma_smem_bytes() { return kSmemBytes; }
 
-cudaError_t run_bf16_attention_prefill_wgmma(const AttentionPrefillParams& p, cudaStream_t s) {
+cudaError_t run_sm90_bf16_attention_prefill(const AttentionPrefillParams& p, cudaStream_t s) {
   if (p.T == 0) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(bf16_attention_prefill_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaError_t e = cudaFuncSetAttribute(sm90_bf16_attention_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(kSmemBytes));
   if (e != cudaSuccess) return e;
   if (e = run_attention_prefill_tiles(p, kRows, s); e != cudaSuccess) return e;
-  bf16_attention_prefill_wgmma<<<dim3(unsigned(p.grid_tiles), unsigned(p.Hkv)), kThreads, kSmemBytes, s>>>(p);
+  sm90_bf16_attention_prefill<<<dim3(unsigned(p.grid_tiles), unsigned(p.Hkv)), kThreads, kSmemBytes, s>>>(p);
   return cudaGetLastError();
 }
 

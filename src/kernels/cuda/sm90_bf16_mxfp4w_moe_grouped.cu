@@ -1,17 +1,17 @@
-// bf16_mxfp4w_moe_grouped_wgmma: the grouped MoE GEMMs of bf16_mxfp4w_moe_grouped.cu on Hopper's
+// sm90_bf16_mxfp4w_moe_grouped: the grouped MoE GEMMs of bf16_mxfp4w_moe_grouped.cu on Hopper's
 // warpgroup tensor cores (sm_90a only; other targets run the mma.sync kernels). Same routing, tile
 // list and finalize. The operands are swapped: the weights are the wgmma A operand, decoded from
 // MXFP4 straight into registers (each weight once per tile of pairs, never through shared
 // memory), and the tile's pairs are B, read by the tensor cores from shared memory; a block is two
 // warpgroups of 64 weight rows (output features) x the tile's 64 or 128 pairs. The k order inside
 // every 64-wide stage is permuted so that a thread's A values are the codes of whole MXFP4 words
-// (moe_grouped_k_slot): x is permuted once per call (bf16_moe_grouped_permute_x) and gate_up writes
+// (moe_grouped_k_slot): x is permuted once per call (sm90_bf16_moe_grouped_permute_x) and gate_up writes
 // act in the permuted order that down reads. Layout and pipeline: docs/KERNELS.md, "MoE for many
 // tokens".
 #include <algorithm>
 
 #include "kernels/cuda/moe_grouped_bf16.cuh"
-#include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/sm90_wgmma.cuh"
 
 namespace mx::cuda::kern {
 namespace {
@@ -50,7 +50,7 @@ __host__ __device__ __forceinline__ int moe_grouped_k_slot(int o) {
 
 // One thread per (token, 64-wide stage): xp = x with every stage permuted (a stage may be 32 wide
 // at the end of a row; its elements stay among the first 32 slots).
-__global__ void bf16_moe_grouped_permute_x(MoeGroupedParams p) {
+__global__ void sm90_bf16_moe_grouped_permute_x(MoeGroupedParams p) {
   const int stages = (p.D + kBK - 1) / kBK;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= p.T * stages) return;
@@ -260,7 +260,7 @@ __device__ __forceinline__ void grouped_tile(const MoeGroupedParams& p, int4 til
 #endif
 
 template <bool kGateUp, int kN>
-__global__ void __launch_bounds__(kThreads, kN == 128 ? 2 : 1) bf16_mxfp4w_moe_grouped_wgmma(MoeGroupedParams p) {
+__global__ void __launch_bounds__(kThreads, kN == 128 ? 2 : 1) sm90_bf16_mxfp4w_moe_grouped(MoeGroupedParams p) {
 #ifdef MX_HAVE_WGMMA
   if (int(blockIdx.y) >= *p.num_tiles) return;
   const int4 tile = p.tiles[blockIdx.y];
@@ -280,8 +280,8 @@ template <int kN>
 cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
   static_assert(kBlockRows == 128, "launch_grouped_gemms: 128 output rows per block");
   const int64_t permute_threads = p.T * ((p.D + kBK - 1) / kBK);
-  bf16_moe_grouped_permute_x<<<unsigned((permute_threads + 127) / 128), 128, 0, s>>>(p);
-  return launch_grouped_gemms(bf16_mxfp4w_moe_grouped_wgmma<true, kN>, bf16_mxfp4w_moe_grouped_wgmma<false, kN>,
+  sm90_bf16_moe_grouped_permute_x<<<unsigned((permute_threads + 127) / 128), 128, 0, s>>>(p);
+  return launch_grouped_gemms(sm90_bf16_mxfp4w_moe_grouped<true, kN>, sm90_bf16_mxfp4w_moe_grouped<false, kN>,
                               kThreads, int(Layout<kN>::smem_bytes(std::max(p.D, p.F) / 32)), p, s);
 }
 
@@ -289,7 +289,7 @@ cudaError_t launch_gemms(const MoeGroupedParams& p, cudaStream_t s) {
 
 bool moe_grouped_wgmma_available() {
 #ifdef MXSERVE_SM90A
-  static const bool ok = runs_sm90a_code(bf16_mxfp4w_moe_grouped_wgmma<true, kGroupedTileM>);
+  static const bool ok = runs_sm90a_code(sm90_bf16_mxfp4w_moe_grouped<true, kGroupedTileM>);
   return ok;
 #else
   return false;
@@ -301,7 +301,7 @@ size_t moe_grouped_wgmma_smem_bytes(int tile_m, int D, int F) {
   return tile_m == kGroupedTallTileM ? Layout<kGroupedTallTileM>::smem_bytes(G) : Layout<kGroupedTileM>::smem_bytes(G);
 }
 
-cudaError_t run_bf16_mxfp4w_moe_grouped_wgmma_gemms(const MoeGroupedParams& p, cudaStream_t s) {
+cudaError_t run_sm90_bf16_mxfp4w_moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s) {
   if (p.xp == nullptr) return cudaErrorInvalidValue;
   return p.tile_m == kGroupedTallTileM ? launch_gemms<kGroupedTallTileM>(p, s) : launch_gemms<kGroupedTileM>(p, s);
 }
