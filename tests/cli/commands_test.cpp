@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer_env_guard.h"
 #include "tokenizer/tokenizer_file.h"
 
 namespace mx::cli {
@@ -16,22 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sets $MXSERVE_TOKENIZER for one test (empty: unset), restoring the old value after.
-class EnvTokenizer {
- public:
-  explicit EnvTokenizer(const std::string& value) {
-    if (const char* old = std::getenv(kTokenizerEnv)) old_ = old;
-    if (value.empty()) ::unsetenv(kTokenizerEnv);
-    else ::setenv(kTokenizerEnv, value.c_str(), 1);
-  }
-  ~EnvTokenizer() {
-    if (old_) ::setenv(kTokenizerEnv, old_->c_str(), 1);
-    else ::unsetenv(kTokenizerEnv);
-  }
-
- private:
-  std::optional<std::string> old_;
-};
+using test::EnvTokenizer;
 
 ::testing::AssertionResult error_with(const Status& st, const std::string& text) {
   if (st.ok()) return ::testing::AssertionFailure() << "ok, expected an error with \"" << text << "\"";

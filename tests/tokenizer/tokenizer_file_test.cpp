@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "test_util.h"
+#include "tokenizer/tokenizer_env_guard.h"
 #include "tokenizer/tokenizer_file.h"
 
 namespace mx {
@@ -23,22 +24,7 @@ struct Files {
   }
 };
 
-// Sets $MXSERVE_TOKENIZER for one test (empty: unset), restoring the old value after.
-class EnvTokenizer {
- public:
-  explicit EnvTokenizer(const std::string& value) {
-    if (const char* old = std::getenv(kTokenizerEnv)) old_ = old;
-    if (value.empty()) ::unsetenv(kTokenizerEnv);
-    else ::setenv(kTokenizerEnv, value.c_str(), 1);
-  }
-  ~EnvTokenizer() {
-    if (old_) ::setenv(kTokenizerEnv, old_->c_str(), 1);
-    else ::unsetenv(kTokenizerEnv);
-  }
-
- private:
-  std::optional<std::string> old_;
-};
+using test::EnvTokenizer;
 
 fs::path found(const TokenizerSearch& search) {
   auto r = find_tokenizer_file(search);
