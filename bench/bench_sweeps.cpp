@@ -338,19 +338,8 @@ void sweep_all_reduce() {
           const ops::Buffer x = must(ops::Buffer::allocate(Device::CUDA, size_t(T) * 2880 * 2));
           const Tensor xt = x.view(DType::BF16, {T, 2880});
           ops::Collective& c = *group[size_t(r)];
-          auto body = [&]() -> Status {
-            for (int i = 0; i < kCalls; ++i) MX_TRY(c.all_reduce_add(ops::PartialSlot::Attention, xt));
-            return ok_status();
-          };
-          must(body());  // eager once
-          ops::StepGraph g = must(ops::StepGraph::capture(Device::CUDA, body));
-          must(g.replay());
-          must(ops::synchronize(Device::CUDA));
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int i = 0; i < kReplays; ++i) must(g.replay());
-          must(ops::synchronize(Device::CUDA));
-          const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-          per_call[size_t(r)] = us / (kCalls * kReplays);
+          per_call[size_t(r)] = graph_us_per_call(
+              [&](int) { return c.all_reduce_add(ops::PartialSlot::Attention, xt); }, kCalls, kReplays);
         });
       for (auto& t : threads) t.join();
       std::printf("all_reduce_add, %d GPUs, %d x 2880 bf16: %.2f us per call (rank 0, in a CUDA graph)\n", n, T,
