@@ -15,6 +15,7 @@
 #include "bench_util.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "bench_context.h"
 
 namespace {
 using namespace mx;
@@ -119,7 +120,7 @@ void bench_moe() {
   Tensor weights = random_tensor(DType::F32, {sets, K}, 7, 0, 60);
   Tensor x = random_tensor(DType::BF16, {1, D}, 8), res = random_tensor(DType::BF16, {1, D}, 9);
   const double us = time_graph(int(sets), 20, [&](int i) {
-    must(ops::moe({.x = x, .ids = ids.rows(i, 1), .weights = weights.rows(i, 1), .w = w, .residual = res}));
+    must(ops::moe(bench::ctx(), {.x = x, .ids = ids.rows(i, 1), .weights = weights.rows(i, 1), .w = w, .residual = res}));
   });
   report("moe gemv T=1 (E=128, K=4)", us, double(K) * (2 * F + D) * (D / 32) * 17.0);
 }
@@ -129,7 +130,7 @@ void bench_linear(const char* name, int64_t T, int64_t N, int64_t Kin, int copie
   for (int c = 0; c < copies; ++c) ws.push_back(random_tensor(DType::BF16, {N, Kin}, 20 + c));
   Tensor x = random_tensor(DType::BF16, {T, Kin}, 30), out = random_tensor(out_type, {T, N}, 31, 0, 60);
   const double us = time_graph(copies, copies >= 8 ? 20 : 10,
-                               [&](int i) { must(ops::linear({.x = x, .w = ws[size_t(i)], .bias = {}, .out = out})); });
+                               [&](int i) { must(ops::linear(bench::ctx(), {.x = x, .w = ws[size_t(i)], .bias = {}, .out = out})); });
   report(name, us, double(N) * Kin * 2);
 }
 
@@ -158,7 +159,7 @@ void bench_attention(int depth, int window, bool fp8 = false) {
   Tensor qkv = random_tensor(DType::BF16, {1, width}, 63), sinks = random_tensor(DType::BF16, {H}, 64);
   Tensor out = random_tensor(DType::BF16, {1, H * Dh}, 65);
   const double us = time_graph(layers, 50, [&](int l) {
-    must(ops::attention({.qkv = qkv, .sinks = sinks, .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh, .window = window,
+    must(ops::attention(bench::ctx(), {.qkv = qkv, .sinks = sinks, .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh, .window = window,
                          .batch = {.positions = p, .seq_index = s, .block_tables = tbl},
                          .cache = caches[size_t(l)], .out = out}));
   });

@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/heuristics.h"
 #include "sweep_util.h"
+#include "bench_context.h"
 
 namespace mx::bench {
 namespace {
@@ -44,13 +45,13 @@ void sweep_moe_router() {
       GpuTensor logits = raw(std::vector<float>(size_t(T * E)), DType::F32, {T, E});
       const double unfused = graph_us_per_call(
           [&](int i) -> Status {
-            MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-            return ops::linear({.x = xn.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu, .out = logits.gpu});
+            MX_TRY(ops::rmsnorm(bench::ctx(), {.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
+            return ops::linear(bench::ctx(), {.x = xn.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu, .out = logits.gpu});
           },
           kCopies, 10);
       const double fused = graph_us_per_call(
           [&](int i) {
-            return ops::moe_router({.x = x.gpu, .norm_weight = nw.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu,
+            return ops::moe_router(bench::ctx(), {.x = x.gpu, .norm_weight = nw.gpu, .w = ws[size_t(i)].gpu, .bias = b.gpu,
                                     .xn = xn.gpu, .logits = logits.gpu});
           },
           kCopies, 10);
@@ -75,13 +76,13 @@ void sweep_input_norm() {
     GpuTensor out = bf16_tensor(std::vector<float>(size_t(T * N)), {T, N});
     const double unfused = graph_us_per_call(
         [&](int i) -> Status {
-          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-          return ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu});
+          MX_TRY(ops::rmsnorm(bench::ctx(), {.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
+          return ops::linear(bench::ctx(), {.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu});
         },
         32, 20);
     const double fused = graph_us_per_call(
         [&](int i) {
-          return ops::linear(
+          return ops::linear(bench::ctx(), 
               {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}});
         },
         32, 20);
@@ -116,13 +117,13 @@ void sweep_mxfp4_gemv() {
       const int per_graph = sh.copies * 4;
       const double us_bf = graph_us_per_call(
           [&](int i) {
-            return ops::linear({.x = x.gpu, .w = bf[size_t(i % sh.copies)].gpu, .out = out.gpu, .norm = {.weight = norm}});
+            return ops::linear(bench::ctx(), {.x = x.gpu, .w = bf[size_t(i % sh.copies)].gpu, .out = out.gpu, .norm = {.weight = norm}});
           },
           per_graph, 10);
       const double us_q = graph_us_per_call(
           [&](int i) {
             const Mxfp4Gpu& m = q[size_t(i % sh.copies)];
-            return ops::linear({.x = x.gpu, .w = m.blocks.gpu, .out = out.gpu, .norm = {.weight = norm},
+            return ops::linear(bench::ctx(), {.x = x.gpu, .w = m.blocks.gpu, .out = out.gpu, .norm = {.weight = norm},
                                 .w_scales = m.scales.gpu});
           },
           per_graph, 10);
@@ -182,21 +183,21 @@ void sweep_qkv_projection() {
                                    .rope = rope, .batch = f.batch(), .cache = f.cache()};
     const double unfused = graph_us_per_call(
         [&](int i) -> Status {
-          MX_TRY(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
-          MX_TRY(ops::linear({.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu}));
-          return ops::qkv_rope_cache(rc);
+          MX_TRY(ops::rmsnorm(bench::ctx(), {.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}));
+          MX_TRY(ops::linear(bench::ctx(), {.x = xn.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu}));
+          return ops::qkv_rope_cache(bench::ctx(), rc);
         },
         32, 20);
     const double norm_only = graph_us_per_call(
         [&](int i) -> Status {
-          MX_TRY(ops::linear(
+          MX_TRY(ops::linear(bench::ctx(), 
               {.x = x.gpu, .w = ws[size_t(i % 4)].gpu, .bias = b.gpu, .out = qkv.gpu, .norm = {.weight = nw.gpu}}));
-          return ops::qkv_rope_cache(rc);
+          return ops::qkv_rope_cache(bench::ctx(), rc);
         },
         32, 20);
     const double fused = graph_us_per_call(
         [&](int i) {
-          return ops::qkv_projection({.x = x.gpu, .norm = {.weight = nw.gpu}, .w = ws[size_t(i % 4)].gpu,
+          return ops::qkv_projection(bench::ctx(), {.x = x.gpu, .norm = {.weight = nw.gpu}, .w = ws[size_t(i % 4)].gpu,
                                       .bias = b.gpu, .qkv = qkv.gpu, .n_heads = H, .n_kv_heads = Hkv,
                                       .head_dim = Dh, .rope = rope, .batch = f.batch(), .cache = f.cache()});
         },
@@ -216,7 +217,7 @@ GpuTensor device_random(DType dtype, std::initializer_list<int64_t> shape, uint6
   const Tensor probe(nullptr, dtype, shape, Device::CUDA);
   m.dev = must(ops::Buffer::allocate(Device::CUDA, probe.nbytes()));
   m.gpu = m.dev.view(dtype, shape);
-  must(ops::fill_random({.out = m.gpu, .seed = seed, .scale = 1.0f, .byte_lo = lo, .byte_hi = hi}));
+  must(ops::fill_random(bench::ctx(), {.out = m.gpu, .seed = seed, .scale = 1.0f, .byte_lo = lo, .byte_hi = hi}));
   return m;
 }
 Experts make_experts(int64_t E, int64_t D, int64_t F, uint64_t seed) {
@@ -289,21 +290,21 @@ void sweep_moe_grouped() {
     auto time_us = [&](auto fn) {
       const int iters = T >= 512 ? 16 : 48;
       for (int i = 0; i < 8; ++i) must(fn(sets[size_t(i)].args(ex)));
-      must(ops::synchronize(Device::CUDA));
+      must(ops::synchronize(bench::ctx()));
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i) must(fn(sets[size_t(i % 8)].args(ex)));
-      must(ops::synchronize(Device::CUDA));
+      must(ops::synchronize(bench::ctx()));
       return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     };
     const double g = T <= 256 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
-    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kMmaSync);
+    bench::ctx().pin_moe_grouped(heuristics::MoeGroupedPin::kMmaSync);
     const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
     double qw = 0.0;
     if (cuda::moe_grouped_wgmma_available()) {
-      cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kWgmma);
+      bench::ctx().pin_moe_grouped(heuristics::MoeGroupedPin::kWgmma);
       qw = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
     }
-    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kAuto);
+    bench::ctx().pin_moe_grouped(heuristics::MoeGroupedPin::kAuto);
     const double q8 = time_us([](ops::MoeArgs a) {
       a.activation = ops::MoeActivation::FP8;
       return cuda::moe_grouped(a);

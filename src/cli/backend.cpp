@@ -27,11 +27,10 @@ void add_moe_activation_option(CLI::App* cmd, std::string* value) {
       ->check(CLI::IsMember({"bf16", "fp8"}));
 }
 
-Status apply_moe_activation(const std::string& value) {
+Result<ops::MoeActivation> moe_activation_setting(const std::string& value) {
   const auto a = ops::parse_moe_activation(value);
   if (!a) return Status::error(fmt::format("--moe-activation: '{}' is not bf16 or fp8", value));
-  ops::set_moe_activation(*a);
-  return ok_status();
+  return *a;
 }
 
 void add_mxfp4_layers_option(CLI::App* cmd, std::string* value) {

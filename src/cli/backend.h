@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "kernels/context.h"
 #include "model/mxfp4_layers.h"
 #include "runtime/kv_cache.h"
 #include "runtime/speculative.h"
@@ -21,10 +22,10 @@ namespace mx::cli {
 // "auto" picks CUDA when a device is present, else the CPU reference; "cuda" without one is an error.
 Result<Device> select_device(const std::string& backend);
 
-// --moe-activation bf16|fp8: activations of the many-token (prefill) MoE GEMMs on CUDA; apply
-// sets ops::set_moe_activation before the model runs.
+// --moe-activation bf16|fp8: activations of the many-token (prefill) MoE GEMMs on CUDA, for
+// EngineArgs::moe_activation (the engine's ops::Context).
 void add_moe_activation_option(CLI::App* cmd, std::string* value);
-Status apply_moe_activation(const std::string& value);
+Result<ops::MoeActivation> moe_activation_setting(const std::string& value);
 
 // --mxfp4-layers LIST (model/mxfp4_layers.h, parse_mxfp4_layers): which dense weights are
 // quantized to MXFP4 at load.

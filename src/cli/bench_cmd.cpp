@@ -40,7 +40,7 @@ Status run_and_print(const BenchFlags& f) {
   o.profile = f.profile;
   o.graphs = f.no_graphs ? UseGraphs::No : UseGraphs::Yes;
   MX_ASSIGN(const Device device, select_device(f.backend));
-  MX_TRY(apply_moe_activation(f.moe_activation));
+  MX_ASSIGN(o.moe_activation, moe_activation_setting(f.moe_activation));
   MX_ASSIGN(const Mxfp4Layers mxfp4, parse_mxfp4_layers(f.mxfp4_layers));
   MX_ASSIGN(const KvCacheSettings kv, kv_cache_settings(f.kv_cache));
   o.kv_cache_dtype = kv.dtype;

@@ -89,12 +89,13 @@ struct RunSettings {
   Mxfp4Layers mxfp4;
   KvCacheSettings kv;
   SpeculativeConfig spec;
+  ops::MoeActivation moe_activation = ops::MoeActivation::BF16;
 };
 
 Result<RunSettings> run_settings(const RunFlags& f) {
   RunSettings s;
   MX_ASSIGN(s.device, select_device(f.backend));
-  MX_TRY(apply_moe_activation(f.moe_activation));
+  MX_ASSIGN(s.moe_activation, moe_activation_setting(f.moe_activation));
   MX_ASSIGN(s.mxfp4, parse_mxfp4_layers(f.mxfp4_layers));
   MX_ASSIGN(s.kv, kv_cache_settings(f.kv_cache));
   MX_ASSIGN(s.spec, parse_speculative_config(f.speculative));
@@ -132,7 +133,7 @@ Result<std::unique_ptr<Engine>> request_engine(const Model& model, size_t prompt
   // The serve default, but no bigger than the prompt needs (the engine's warm-up runs a step of it).
   MX_ASSIGN(const int auto_tokens, default_max_num_batched_tokens(model.weights.device));
   const int batched_tokens = int(std::min<int64_t>(auto_tokens, std::max<int64_t>(int64_t(prompt_size), kDefaultBatchedTokens)));
-  return Engine::create(model, {.max_num_seqs = 1,
+  EngineArgs a{.max_num_seqs = 1,
                                 .max_num_batched_tokens = batched_tokens,
                                 .max_model_len = int(total),
                                 .kv_block_size = kBlock,
@@ -140,7 +141,9 @@ Result<std::unique_ptr<Engine>> request_engine(const Model& model, size_t prompt
                                 .stats_interval_seconds = 0,
                                 .kv_cache_dtype = s.kv.dtype,
                                 .kv_scales = s.kv.scales,
-                                .speculative = s.spec});
+                                .speculative = s.spec};
+  a.moe_activation = s.moe_activation;
+  return Engine::create(model, a);
 }
 
 struct Generation {

@@ -228,7 +228,7 @@ Status serve_until_signal(ServeFlags f) {
   }
   if (f.served_model_name.empty()) f.served_model_name = demo ? "mxserve-demo" : f.model;
   MX_ASSIGN(const Device device, select_device(f.backend));
-  MX_TRY(apply_moe_activation(f.moe_activation));
+  MX_ASSIGN(const ops::MoeActivation moe_activation, moe_activation_setting(f.moe_activation));
   MX_ASSIGN(const Mxfp4Layers mxfp4, parse_mxfp4_layers(f.mxfp4_layers));
   MX_ASSIGN(const KvCacheSettings kv, kv_cache_settings(f.kv_cache));
   MX_ASSIGN(const SpeculativeConfig spec, parse_speculative_config(f.speculative));
@@ -244,7 +244,8 @@ Status serve_until_signal(ServeFlags f) {
   MX_TRY(srv.start());
   MX_ASSIGN(auto model, Model::load(f.model, device, ShowProgress::Yes, mxfp4, f.tensor_parallel));
   MX_ASSIGN(const std::shared_ptr<const Tokenizer> tok, load_tokenizer(f, model->path));
-  MX_ASSIGN(const EngineArgs ea, plan_engine(*model, f, device, kv, spec));
+  MX_ASSIGN(EngineArgs ea, plan_engine(*model, f, device, kv, spec));
+  ea.moe_activation = moe_activation;
   MX_ASSIGN(auto engine, Engine::create(*model, ea));
   log_info("KV layout: {}", engine->kv_summary());
   srv.set_ready(std::move(engine), tok,

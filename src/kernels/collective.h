@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/context.h"
 
 namespace mx::ops {
 
@@ -44,26 +45,27 @@ class Collective {
   // This rank's (T, width) act buffer for a partial sum. Attention: any content (the o projection
   // overwrites it). Experts: all zeros (the experts accumulate into it), provided the Attention
   // all-reduce of the same layer ran before (the backend may clear it there).
-  virtual Result<Tensor> partial(PartialSlot s, int64_t T) = 0;
+  virtual Result<Tensor> partial(Context& cx, PartialSlot s, int64_t T) = 0;
   // x += Σ over ranks, in rank order, of the slot's partial sums: the same values on every rank.
-  virtual Status all_reduce_add(PartialSlot s, const Tensor& x) = 0;
+  virtual Status all_reduce_add(Context& cx, PartialSlot s, const Tensor& x) = 0;
 
   // This rank's (R, its vocabulary columns) f32 logits buffer.
   virtual Result<Tensor> local_logits(int64_t R) = 0;
   // Rank 0: `full` (R, V) f32 = every rank's local logits at its columns. Other ranks pass an empty
   // tensor and only take part.
-  virtual Status gather_logits(const Tensor& full, int64_t R) = 0;
+  virtual Status gather_logits(Context& cx, const Tensor& full, int64_t R) = 0;
 
   // Every rank binds one i32 buffer (once, before the first broadcast); broadcast(n) then copies
   // rank 0's first n values into every other rank's.
   virtual Status bind_broadcast(const Tensor& buf) = 0;
-  virtual Status broadcast(int64_t n) = 0;
+  virtual Status broadcast(Context& cx, int64_t n) = 0;
 };
 
 // The collectives as ops: what the forward calls, timed by the profiler like every op (dispatch.cpp).
-Status all_reduce_add(Collective& c, PartialSlot s, const Tensor& x);
-Status gather_logits(Collective& c, const Tensor& full, int64_t R, Device device);
-Status broadcast(Collective& c, int64_t n, Device device);
+// The collectives as ops (routed and profiled like the others), on the context of this rank.
+Status all_reduce_add(Context& cx, Collective& c, PartialSlot s, const Tensor& x);
+Status gather_logits(Context& cx, Collective& c, const Tensor& full, int64_t R, Device device);
+Status broadcast(Context& cx, Collective& c, int64_t n, Device device);
 
 // One Collective per rank. CPU: ranks are threads of this process. CUDA: rank r on GPU r, with
 // peer access enabled between every pair (an error names a pair that has none).

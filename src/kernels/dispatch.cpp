@@ -18,6 +18,7 @@
 #include "kernels/heuristics.h"
 #include "kernels/ops.h"
 #ifdef MXSERVE_HAVE_CUDA
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/cuda_ops.h"
 #endif
 
@@ -33,9 +34,6 @@ bool print_dispatch() {
 }
 
 using namespace heuristics;
-
-// --moe-activation (set_moe_activation): the grouped MoE GEMMs' activations on CUDA.
-MoeActivation g_moe_activation = MoeActivation::BF16;
 
 Status expect(const Tensor& t, const char* op, const char* name, std::initializer_list<DType> dtypes, int ndim,
               Device device) {
@@ -53,40 +51,30 @@ Status same_dim(const char* op, const char* what, int64_t a, int64_t b) {
   return ok_status();
 }
 
-// Op timing (ops::set_profiling): CUDA ops are bracketed by device events, read at take_profile.
-struct PendingTiming {
-  std::string name;
-  double bytes;
-  void* start;
-  void* stop;
-  double host_us;
-};
-std::atomic<bool> g_profiling{false};  // set by a bench thread, read by the engine thread
-std::vector<PendingTiming> g_timings;
-thread_local bool t_unprofiled = false;  // a tensor-parallel follower's thread: rank 0 alone is timed
-thread_local std::vector<std::string>* t_routes = nullptr;  // the live RouteRecorder's routes, if any
-
-// Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds. `bytes` is what
-// the op reads and writes at least (for the profile's GB/s).
+// Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds and run on the
+// context's cuda::Backend. `bytes` is what the op reads and writes at least (for the profile's
+// GB/s); while the context profiles, CUDA ops are bracketed by device events (read at take_profile).
 template <typename Args, typename CpuFn, typename CudaFn>
-Status route(const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn,
+Status route(Context& cx, const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn,
              double bytes = 0) {
   if (print_dispatch()) log_info("dispatch {}: {}", op, device == Device::CPU ? "cpu reference" : "cuda");
   const auto name = [&] { return std::string(op) + (device == Device::CPU ? "/cpu" : "/cuda"); };
-  if (t_routes) t_routes->push_back(name());
+  if (cx.routes) cx.routes->push_back(name());
   if (device == Device::CPU) {
-    if (!g_profiling || t_unprofiled) return cpu_fn(a);
+    if (!cx.profiling()) return cpu_fn(a);
     const auto t0 = std::chrono::steady_clock::now();
     Status st = cpu_fn(a);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    g_timings.push_back({name(), bytes, nullptr, nullptr, us});
+    cx.add_timing({name(), bytes, nullptr, nullptr, us});
     return st;
   }
 #ifdef MXSERVE_HAVE_CUDA
-  if (!g_profiling || t_unprofiled) return cuda_fn(a);
-  void* start = cuda::event_record();
-  Status st = cuda_fn(a);
-  g_timings.push_back({name(), bytes, start, cuda::event_record(), 0});
+  cuda::Backend* b = cx.cuda();
+  MX_CHECK(b != nullptr, "{}: the tensors are on a CUDA device but the op's context is the CPU's", op);
+  if (!cx.profiling()) return cuda_fn(*b, a);
+  void* start = cuda::event_record(*b);
+  Status st = cuda_fn(*b, a);
+  cx.add_timing({name(), bytes, start, cuda::event_record(*b), 0});
   return st;
 #else
   return MX_ERROR("{}: tensors are on a CUDA device but mxserve was built without CUDA", op);
@@ -101,9 +89,9 @@ double nbytes(std::initializer_list<const Tensor*> ts) {
 }
 
 #ifdef MXSERVE_HAVE_CUDA
-#define MX_CUDA_FN(name) [](const auto& args) { return cuda::name(args); }
+#define MX_CUDA_FN(name) [](cuda::Backend& b, const auto& args) { return cuda::name(b, args); }
 #else
-#define MX_CUDA_FN(name) [](const auto&) { return ok_status(); }
+#define MX_CUDA_FN(name) [](auto&, const auto&) { return ok_status(); }
 #endif
 
 }  // namespace
@@ -124,24 +112,24 @@ Status check_dense_weight(const char* op, const Tensor& w, const Tensor& scales,
 }
 }  // namespace
 
-Status embed(const EmbedArgs& a) {
+Status embed(Context& cx, const EmbedArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.ids, "embed", "ids", {DType::I32}, 1, dev));
   MX_TRY(check_dense_weight("embed", a.table, a.table_scales, a.out.dim(1), dev));
   MX_TRY(expect(a.out, "embed", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("embed", "tokens", a.ids.dim(0), a.out.dim(0)));
-  return route(is_mxfp4(a.table_scales) ? "embed_mxfp4" : "embed", dev, a, cpu::embed, MX_CUDA_FN(embed),
+  return route(cx, is_mxfp4(a.table_scales) ? "embed_mxfp4" : "embed", dev, a, cpu::embed, MX_CUDA_FN(embed),
                2 * nbytes({&a.out}));
 }
 
-Status rmsnorm(const RmsNormArgs& a) {
+Status rmsnorm(Context& cx, const RmsNormArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.x, "rmsnorm", "x", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.weight, "rmsnorm", "weight", {DType::BF16, DType::F32}, 1, dev));
   MX_TRY(expect(a.out, "rmsnorm", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("rmsnorm", "hidden size", a.x.dim(1), a.weight.dim(0)));
   MX_TRY(same_dim("rmsnorm", "tokens", a.x.dim(0), a.out.dim(0)));
-  return route("rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm), nbytes({&a.x, &a.weight, &a.out}));
+  return route(cx, "rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm), nbytes({&a.x, &a.weight, &a.out}));
 }
 
 namespace {
@@ -165,34 +153,34 @@ Status check_linear(const LinearArgs& a) {
 }
 }  // namespace
 
-Status linear(const LinearArgs& a) {
+Status linear(Context& cx, const LinearArgs& a) {
   MX_TRY(check_linear(a));
   const Device dev = a.out.device;
   const bool norm = !a.norm.weight.empty();
   const double bytes = nbytes({&a.x, &a.w, &a.w_scales, &a.bias, &a.norm.weight, &a.out});
-  if (dev == Device::CPU) return route("linear", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+  if (dev == Device::CPU) return route(cx, "linear", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #ifdef MXSERVE_HAVE_CUDA
   if (is_mxfp4(a.w_scales)) {
     if (a.x.dim(0) <= kLinearMxfp4GemvMaxTokens && cuda::linear_gemv_supported(a))
-      return route(norm ? "rmsnorm_linear_mxfp4_gemv" : "linear_mxfp4_gemv", dev, a, cpu::linear,
+      return route(cx, norm ? "rmsnorm_linear_mxfp4_gemv" : "linear_mxfp4_gemv", dev, a, cpu::linear,
                    MX_CUDA_FN(linear_gemv), bytes);
-    return route(norm ? "rmsnorm_linear_mxfp4_gemm" : "linear_mxfp4_gemm", dev, a, cpu::linear,
+    return route(cx, norm ? "rmsnorm_linear_mxfp4_gemm" : "linear_mxfp4_gemm", dev, a, cpu::linear,
                  MX_CUDA_FN(linear_gemm), bytes);
   }
   if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::linear_gemv_supported(a))
-    return route(norm ? "rmsnorm_linear_gemv" : "linear_gemv", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+    return route(cx, norm ? "rmsnorm_linear_gemv" : "linear_gemv", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #endif
-  return route(norm ? "rmsnorm_linear_gemm" : "linear_gemm", dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
+  return route(cx, norm ? "rmsnorm_linear_gemm" : "linear_gemm", dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
 }
 
-Status gather_rows(const GatherRowsArgs& a) {
+Status gather_rows(Context& cx, const GatherRowsArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.x, "gather_rows", "x", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.rows, "gather_rows", "rows", {DType::I32}, 1, dev));
   MX_TRY(expect(a.out, "gather_rows", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("gather_rows", "rows", a.rows.dim(0), a.out.dim(0)));
   MX_TRY(same_dim("gather_rows", "width", a.x.dim(1), a.out.dim(1)));
-  return route("gather_rows", dev, a, cpu::gather_rows, MX_CUDA_FN(gather_rows), 2 * nbytes({&a.out}));
+  return route(cx, "gather_rows", dev, a, cpu::gather_rows, MX_CUDA_FN(gather_rows), 2 * nbytes({&a.out}));
 }
 
 namespace {
@@ -203,14 +191,14 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
-Status silu_mul(const SiluMulArgs& a) {
+Status silu_mul(Context& cx, const SiluMulArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.gate_up, "silu_mul", "gate_up", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.out, "silu_mul", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("silu_mul", "tokens", a.gate_up.dim(0), a.out.dim(0)));
   MX_TRY(same_dim("silu_mul", "gate_up width (2 x out width)", a.gate_up.dim(1), 2 * a.out.dim(1)));
   MX_CHECK(!overlaps(a.out, a.gate_up), "silu_mul: tensor 'out' overlaps 'gate_up' (it must not alias it)");
-  return route("silu_mul", dev, a, cpu::silu_mul, MX_CUDA_FN(silu_mul), nbytes({&a.gate_up, &a.out}));
+  return route(cx, "silu_mul", dev, a, cpu::silu_mul, MX_CUDA_FN(silu_mul), nbytes({&a.gate_up, &a.out}));
 }
 
 namespace {
@@ -245,13 +233,13 @@ Status check_qkv_rope_cache(const QkvRopeCacheArgs& a) {
 }
 }  // namespace
 
-Status qkv_rope_cache(const QkvRopeCacheArgs& a) {
+Status qkv_rope_cache(Context& cx, const QkvRopeCacheArgs& a) {
   MX_TRY(check_qkv_rope_cache(a));
   const Device dev = a.qkv.device;
-  return route("qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
+  return route(cx, "qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
 }
 
-Status kv_scales(const KvScalesArgs& a) {
+Status kv_scales(Context& cx, const KvScalesArgs& a) {
   const Device dev = a.qkv.device;
   MX_TRY(expect(a.qkv, "kv_scales", "qkv", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.scales, "kv_scales", "scales", {DType::F32}, 1, dev));
@@ -259,10 +247,10 @@ Status kv_scales(const KvScalesArgs& a) {
   MX_CHECK(a.n_heads > 0 && a.n_kv_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0,
            "kv_scales: bad head layout H={} Hkv={} Dh={}", a.n_heads, a.n_kv_heads, a.head_dim);
   MX_TRY(same_dim("kv_scales", "qkv width", a.qkv.dim(1), int64_t(a.n_heads + 2 * a.n_kv_heads) * a.head_dim));
-  return route("kv_scales", dev, a, cpu::kv_scales, MX_CUDA_FN(kv_scales), nbytes({&a.qkv}));
+  return route(cx, "kv_scales", dev, a, cpu::kv_scales, MX_CUDA_FN(kv_scales), nbytes({&a.qkv}));
 }
 
-Status qkv_projection(const QkvProjectionArgs& a) {
+Status qkv_projection(Context& cx, const QkvProjectionArgs& a) {
   const LinearArgs lin{.x = a.x, .w = a.w, .bias = a.bias, .out = a.qkv, .norm = a.norm, .w_scales = a.w_scales};
   const QkvRopeCacheArgs rc{.qkv = a.qkv,
                             .n_heads = a.n_heads,
@@ -276,26 +264,26 @@ Status qkv_projection(const QkvProjectionArgs& a) {
   const Device dev = a.qkv.device;
   if (a.calibrate_kv) {  // an FP8 cache's first prefill: the scales from this call's k and v, then the writes
     MX_CHECK(a.cache.fp8(), "qkv_projection: calibrate_kv needs an FP8 cache");
-    MX_TRY(linear(lin));
-    MX_TRY(kv_scales({.qkv = a.qkv, .n_heads = a.n_heads, .n_kv_heads = a.n_kv_heads, .head_dim = a.head_dim,
+    MX_TRY(linear(cx, lin));
+    MX_TRY(kv_scales(cx, {.qkv = a.qkv, .n_heads = a.n_heads, .n_kv_heads = a.n_kv_heads, .head_dim = a.head_dim,
                       .concentration = a.rope.concentration, .scales = a.cache.scales}));
-    return qkv_rope_cache(rc);
+    return qkv_rope_cache(cx, rc);
   }
   const double bytes = nbytes({&a.x, &a.w, &a.w_scales, &a.bias, &a.norm.weight, &a.qkv, &a.qkv}) +
                        2.0 * double(a.qkv.dim(0)) * a.n_kv_heads * a.head_dim * dtype_size(a.qkv.dtype);
   if (dev == Device::CPU)
-    return route("qkv_projection", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+    return route(cx, "qkv_projection", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
 #ifdef MXSERVE_HAVE_CUDA
   const int64_t gemv_max = is_mxfp4(a.w_scales) ? kLinearMxfp4GemvMaxTokens : kLinearGemvMaxTokens;
   if (a.x.dim(0) <= gemv_max && cuda::qkv_projection_fused_supported(a))
-    return route(is_mxfp4(a.w_scales) ? "qkv_projection_mxfp4_fused" : "qkv_projection_fused", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+    return route(cx, is_mxfp4(a.w_scales) ? "qkv_projection_mxfp4_fused" : "qkv_projection_fused", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
 #endif
   // The two ops in a row (each routed, and profiled, on its own).
-  MX_TRY(linear(lin));
-  return qkv_rope_cache(rc);
+  MX_TRY(linear(cx, lin));
+  return qkv_rope_cache(cx, rc);
 }
 
-Status attention(const AttentionArgs& a) {
+Status attention(Context& cx, const AttentionArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(check_batch_and_cache("attention", a.batch, a.cache, a.qkv, a.n_heads, a.n_kv_heads, a.head_dim, dev));
   MX_TRY(expect(a.sinks, "attention", "sinks", {DType::BF16, DType::F32}, 1, dev));
@@ -307,13 +295,13 @@ Status attention(const AttentionArgs& a) {
   const double bytes = nbytes({&a.qkv, &a.out});
 #ifdef MXSERVE_HAVE_CUDA
   if (dev == Device::CUDA && a.qkv.dim(0) >= kAttentionPrefillMinTokensPerSeq * a.batch.seqs() &&
-      cuda::attention_prefill_supported(a))
-    return route("attention_prefill", dev, a, cpu::attention, MX_CUDA_FN(attention_prefill), bytes);
+      cuda::attention_prefill_supported(*cx.cuda(), a))
+    return route(cx, "attention_prefill", dev, a, cpu::attention, MX_CUDA_FN(attention_prefill), bytes);
 #endif
-  return route("attention", dev, a, cpu::attention, MX_CUDA_FN(attention_decode), bytes);
+  return route(cx, "attention", dev, a, cpu::attention, MX_CUDA_FN(attention_decode), bytes);
 }
 
-Status router_topk(const RouterTopkArgs& a) {
+Status router_topk(Context& cx, const RouterTopkArgs& a) {
   const Device dev = a.ids.device;
   MX_TRY(expect(a.logits, "router_topk", "logits", {act_dtype(dev), DType::F32}, 2, dev));
   MX_TRY(expect(a.ids, "router_topk", "ids", {DType::I32}, 2, dev));
@@ -321,10 +309,10 @@ Status router_topk(const RouterTopkArgs& a) {
   MX_CHECK(a.ids.dim(1) >= 1 && a.ids.dim(1) <= a.logits.dim(1), "router_topk: k={} with {} experts", a.ids.dim(1),
            a.logits.dim(1));
   MX_TRY(same_dim("router_topk", "tokens", a.logits.dim(0), a.ids.dim(0)));
-  return route("router_topk", dev, a, cpu::router_topk, MX_CUDA_FN(router_topk), nbytes({&a.logits, &a.ids, &a.weights}));
+  return route(cx, "router_topk", dev, a, cpu::router_topk, MX_CUDA_FN(router_topk), nbytes({&a.logits, &a.ids, &a.weights}));
 }
 
-Status moe_router(const MoeRouterArgs& a) {
+Status moe_router(Context& cx, const MoeRouterArgs& a) {
   const Device dev = a.x.device;
   MX_TRY(expect(a.x, "moe_router", "x", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.norm_weight, "moe_router", "norm weight", {DType::BF16, DType::F32}, 1, dev));
@@ -353,7 +341,7 @@ Status moe_router(const MoeRouterArgs& a) {
   MX_CHECK(a.xn.data != a.x.data, "moe_router: xn must not alias x");
   const double bytes =
       nbytes({&a.x, &a.norm_weight, &a.w, &a.w_scales, &a.bias, &a.xn, &a.logits, &a.ids, &a.weights});
-  if (dev == Device::CPU) return route("moe_router", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
+  if (dev == Device::CPU) return route(cx, "moe_router", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
   bool fused = false;
 #ifdef MXSERVE_HAVE_CUDA
   fused = T <= kMoeRouterFusedMaxTokens && cuda::moe_router_fused_supported(a);
@@ -361,16 +349,16 @@ Status moe_router(const MoeRouterArgs& a) {
   if (fused) {  // norm + router GEMV in one kernel
     MoeRouterArgs logits_only = a;
     logits_only.ids = logits_only.weights = {};
-    MX_TRY(route("moe_router_fused", dev, logits_only, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes));
+    MX_TRY(route(cx, "moe_router_fused", dev, logits_only, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes));
   } else {  // the two ops in a row (each routed, and profiled, on its own)
-    MX_TRY(rmsnorm({.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
-    MX_TRY(linear({.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits, .w_scales = a.w_scales}));
+    MX_TRY(rmsnorm(cx, {.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
+    MX_TRY(linear(cx, {.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits, .w_scales = a.w_scales}));
   }
   if (!topk) return ok_status();
-  return router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights});
+  return router_topk(cx, {.logits = a.logits, .ids = a.ids, .weights = a.weights});
 }
 
-Status moe(const MoeArgs& a) {
+Status moe(Context& cx, const MoeArgs& a) {
   const Device dev = a.residual.device;
   MX_TRY(expect(a.x, "moe", "x", {act_dtype(dev)}, 2, dev));
   MX_TRY(expect(a.ids, "moe", "ids", {DType::I32}, 2, dev));
@@ -402,11 +390,11 @@ Status moe(const MoeArgs& a) {
              a.logits.dim(1));
     // The CUDA GEMV kernels select in their prologue; elsewhere router_topk runs first.
     if (!moe_selects_from_logits(dev, T, a.logits.dim(1))) {
-      MX_TRY(router_topk({.logits = a.logits, .ids = a.ids, .weights = a.weights}));
+      MX_TRY(router_topk(cx, {.logits = a.logits, .ids = a.ids, .weights = a.weights}));
       MoeArgs b = a;
       b.routing = MoeRouting::FromIds;
       b.logits = {};
-      return moe(b);
+      return moe(cx, b);
     }
   }
   // At most min(E, T·K) distinct experts are read.
@@ -415,17 +403,23 @@ Status moe(const MoeArgs& a) {
   const double expert_bytes = nbytes({&a.w.gate_up_blocks, &a.w.gate_up_scales, &a.w.gate_up_bias, &a.w.down_blocks,
                                       &a.w.down_scales, &a.w.down_bias}) / E;
   const double bytes = experts_read * expert_bytes + nbytes({&a.x, &a.residual, &a.residual});
-  // The process setting applies to the CUDA grouped path; the CPU reference honours an explicit one.
+  // The context's setting applies to the CUDA grouped path; the CPU reference honours an explicit one.
   MoeArgs b = a;
   if (b.activation == MoeActivation::Default)
-    b.activation = dev == Device::CUDA ? g_moe_activation : MoeActivation::BF16;
+    b.activation = dev == Device::CUDA ? cx.moe_activation() : MoeActivation::BF16;
   if (dev == Device::CUDA && T > kMoeGemvMaxTokens) {
-    if (b.activation == MoeActivation::FP8)
-      return route("moe_grouped_fp8", dev, b, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
-    return route("moe_grouped", dev, b, cpu::moe, MX_CUDA_FN(moe_grouped), bytes);
+#ifdef MXSERVE_HAVE_CUDA
+    const auto grouped = [pin = cx.moe_grouped_pin()](cuda::Backend& be, const MoeArgs& m) {
+      return cuda::moe_grouped(be, m, pin);
+    };
+#else
+    const auto grouped = MX_CUDA_FN(moe_grouped);
+#endif
+    return route(cx, b.activation == MoeActivation::FP8 ? "moe_grouped_fp8" : "moe_grouped", dev, b, cpu::moe, grouped,
+                 bytes);
   }
   if (dev == Device::CUDA) b.activation = MoeActivation::BF16;  // the decode GEMVs
-  return route(b.activation == MoeActivation::FP8 ? "moe_fp8" : "moe", dev, b, cpu::moe, MX_CUDA_FN(moe), bytes);
+  return route(cx, b.activation == MoeActivation::FP8 ? "moe_fp8" : "moe", dev, b, cpu::moe, MX_CUDA_FN(moe), bytes);
 }
 
 bool moe_selects_from_logits(Device dev, int64_t T, int64_t E) {
@@ -437,23 +431,21 @@ bool moe_selects_from_logits(Device dev, int64_t T, int64_t E) {
 #endif
 }
 
-void set_moe_activation(MoeActivation a) { g_moe_activation = a == MoeActivation::Default ? MoeActivation::BF16 : a; }
-MoeActivation moe_activation() { return g_moe_activation; }
 std::optional<MoeActivation> parse_moe_activation(std::string_view name) {
   if (name == "bf16") return MoeActivation::BF16;
   if (name == "fp8") return MoeActivation::FP8;
   return std::nullopt;
 }
 
-Status fill_random(const FillRandomArgs& a) {
+Status fill_random(Context& cx, const FillRandomArgs& a) {
   const Device dev = a.out.device;
   MX_TRY(expect(a.out, "fill_random", "out", {DType::F32, DType::BF16, DType::U8}, a.out.ndim, dev));
   MX_CHECK(a.byte_lo >= 0 && a.byte_hi <= 255 && a.byte_lo <= a.byte_hi, "fill_random: byte range [{}, {}]",
            a.byte_lo, a.byte_hi);
-  return route("fill_random", dev, a, cpu::fill_random, MX_CUDA_FN(fill_random), nbytes({&a.out}));
+  return route(cx, "fill_random", dev, a, cpu::fill_random, MX_CUDA_FN(fill_random), nbytes({&a.out}));
 }
 
-Status sample(const SampleArgs& a) {
+Status sample(Context& cx, const SampleArgs& a) {
   const Device dev = a.ids.device;
   MX_TRY(expect(a.logits, "sample", "logits", {DType::F32}, 2, dev));
   MX_TRY(expect(a.params, "sample", "params", {DType::F32}, 2, dev));
@@ -466,7 +458,7 @@ Status sample(const SampleArgs& a) {
   MX_TRY(same_dim("sample", "seeds", a.seeds.dim(0), R));
   MX_TRY(same_dim("sample", "positions", a.positions.dim(0), R));
   MX_TRY(same_dim("sample", "ids", a.ids.dim(0), R));
-  return route("sample", dev, a, cpu::sample, MX_CUDA_FN(sample), nbytes({&a.logits}));
+  return route(cx, "sample", dev, a, cpu::sample, MX_CUDA_FN(sample), nbytes({&a.logits}));
 }
 
 namespace {
@@ -531,7 +523,7 @@ Status check_rows_k(const char* op, const Tensor& rows_k, int64_t R, Device dev)
 }
 }  // namespace
 
-Status logprobs_topk(const LogprobsTopkArgs& a) {
+Status logprobs_topk(Context& cx, const LogprobsTopkArgs& a) {
   const Device dev = a.logits.device;
   const char* op = "logprobs_topk";
   MX_TRY(expect(a.logits, op, "logits", {DType::F32}, 2, dev));
@@ -547,21 +539,21 @@ Status logprobs_topk(const LogprobsTopkArgs& a) {
     MX_TRY(same_dim(op, "top columns (kMaxTopLogprobs)", t->dim(1), kMaxTopLogprobs));
   }
   // Rows without logprobs read nothing: count the outputs only (rows_k is device data).
-  return route(op, dev, a, cpu::logprobs_topk, MX_CUDA_FN(logprobs_topk),
+  return route(cx, op, dev, a, cpu::logprobs_topk, MX_CUDA_FN(logprobs_topk),
                nbytes({&a.rows_k, &a.lse, &a.top_ids, &a.top_logprobs}));
 }
 
-Status logits_process(const LogitsProcessArgs& a) {
+Status logits_process(Context& cx, const LogitsProcessArgs& a) {
   const Device dev = a.logits.device;
   MX_TRY(check_logits_entries("logits_process", a.logits, a.offsets, a.entries, a.saved, dev));
   MX_TRY(expect(a.penalties, "logits_process", "penalties", {DType::F32}, 2, dev));
   MX_TRY(same_dim("logits_process", "penalties rows", a.penalties.dim(0), a.logits.dim(0)));
   MX_TRY(same_dim("logits_process", "penalties columns", a.penalties.dim(1), 3));
-  return route("logits_process", dev, a, cpu::logits_process, MX_CUDA_FN(logits_process),
+  return route(cx, "logits_process", dev, a, cpu::logits_process, MX_CUDA_FN(logits_process),
                nbytes({&a.offsets, &a.penalties}));
 }
 
-Status logprobs_chosen(const LogprobsChosenArgs& a) {
+Status logprobs_chosen(Context& cx, const LogprobsChosenArgs& a) {
   const Device dev = a.logits.device;
   MX_TRY(check_logits_entries("logprobs_chosen", a.logits, a.offsets, a.entries, a.saved, dev));
   const int64_t R = a.logits.dim(0), V = a.logits.dim(1);
@@ -576,33 +568,33 @@ Status logprobs_chosen(const LogprobsChosenArgs& a) {
       MX_CHECK(a.rows_k.ptr<const int32_t>()[r] < 0 || (id >= 0 && id < V), "logprobs_chosen: ids[{}] = {} with a "
                "vocabulary of {}", r, id, V);
     }
-  return route("logprobs_chosen", dev, a, cpu::logprobs_chosen, MX_CUDA_FN(logprobs_chosen),
+  return route(cx, "logprobs_chosen", dev, a, cpu::logprobs_chosen, MX_CUDA_FN(logprobs_chosen),
                nbytes({&a.ids, &a.rows_k, &a.lse, &a.logprobs}));
 }
 
-Status take_prev_tokens(const TakePrevTokensArgs& a) {
+Status take_prev_tokens(Context& cx, const TakePrevTokensArgs& a) {
   const Device dev = a.tokens.device;
   MX_TRY(expect(a.tokens, "take_prev_tokens", "tokens", {DType::I32}, 1, dev));
   MX_TRY(expect(a.from, "take_prev_tokens", "from", {DType::I32}, 1, dev));
   MX_TRY(expect(a.prev, "take_prev_tokens", "prev", {DType::I32}, 1, dev));
   MX_TRY(same_dim("take_prev_tokens", "tokens", a.from.dim(0), a.tokens.dim(0)));
-  return route("take_prev_tokens", dev, a, cpu::take_prev_tokens, MX_CUDA_FN(take_prev_tokens), 3 * nbytes({&a.tokens}));
+  return route(cx, "take_prev_tokens", dev, a, cpu::take_prev_tokens, MX_CUDA_FN(take_prev_tokens), 3 * nbytes({&a.tokens}));
 }
 
-Status apply_table_updates(const TableUpdatesArgs& a) {
+Status apply_table_updates(Context& cx, const TableUpdatesArgs& a) {
   const Device dev = a.tables.device;
   MX_TRY(expect(a.tables, "apply_table_updates", "tables", {DType::I32}, 2, dev));
   MX_TRY(expect(a.updates, "apply_table_updates", "updates", {DType::I32}, 2, dev));
   MX_TRY(expect(a.count, "apply_table_updates", "count", {DType::I32}, 1, dev));
   MX_TRY(same_dim("apply_table_updates", "update width", a.updates.dim(1), 3));
-  return route("apply_table_updates", dev, a, cpu::apply_table_updates, MX_CUDA_FN(apply_table_updates),
+  return route(cx, "apply_table_updates", dev, a, cpu::apply_table_updates, MX_CUDA_FN(apply_table_updates),
                nbytes({&a.updates}));
 }
 
-Status add_i32(const AddI32Args& a) {
+Status add_i32(Context& cx, const AddI32Args& a) {
   const Device dev = a.x.device;
   MX_TRY(expect(a.x, "add_i32", "x", {DType::I32}, a.x.ndim, dev));
-  return route("add_i32", dev, a, cpu::add_i32, MX_CUDA_FN(add_i32), 2 * nbytes({&a.x}));
+  return route(cx, "add_i32", dev, a, cpu::add_i32, MX_CUDA_FN(add_i32), 2 * nbytes({&a.x}));
 }
 
 namespace {
@@ -628,8 +620,8 @@ std::string grouped_bf16_gemms() {
 }
 }  // namespace
 
-std::vector<std::string> dispatch_summary(Device device) {
-  if (device == Device::CPU) return {"all ops: CPU reference (fp32 activations, fp32 accumulation)"};
+std::vector<std::string> dispatch_summary(const Context& cx) {
+  if (cx.device() == Device::CPU) return {"all ops: CPU reference (fp32 activations, fp32 accumulation)"};
   return {
       fmt::format("linear (o, lm_head): T <= {} -> bf16_bf16w_gemv, else [rmsnorm +] cuBLASLt BF16 GEMM",
                   kLinearGemvMaxTokens),
@@ -642,8 +634,8 @@ std::vector<std::string> dispatch_summary(Device device) {
       fmt::format("moe: T <= {} -> bf16_mxfp4w_moe_gemv (top-k ids, no sort), else {} (device routing + "
                   "grouped MXFP4 GEMM, {})",
                   kMoeGemvMaxTokens,
-                  g_moe_activation == MoeActivation::FP8 ? "expand + e4m3_mxfp4w_moe_grouped" : "bf16_mxfp4w_moe_grouped",
-                  g_moe_activation == MoeActivation::FP8
+                  cx.moe_activation() == MoeActivation::FP8 ? "expand + e4m3_mxfp4w_moe_grouped" : "bf16_mxfp4w_moe_grouped",
+                  cx.moe_activation() == MoeActivation::FP8
                       ? "FP8 E4M3 activations with per-32 E8M0 scales, 64-pair tiles"
                       : grouped_bf16_gemms()),
       fmt::format("attention: T >= {} x sequences and head_dim 64 -> {}, else bf16_attention_decode (split "
@@ -664,54 +656,23 @@ struct CollectiveCall {
   std::function<Status()> run;
 };
 Status run_call(const CollectiveCall& c) { return c.run(); }
+constexpr auto run_call_on = [](auto&, const CollectiveCall& c) { return c.run(); };
 }  // namespace
 
-Status all_reduce_add(Collective& c, PartialSlot s, const Tensor& x) {
-  const CollectiveCall call{[&] { return c.all_reduce_add(s, x); }};
-  return route("all_reduce_add", x.device, call, run_call, run_call, double(x.nbytes()) * (c.size() + 1));
+Status all_reduce_add(Context& cx, Collective& c, PartialSlot s, const Tensor& x) {
+  const CollectiveCall call{[&] { return c.all_reduce_add(cx, s, x); }};
+  return route(cx, "all_reduce_add", x.device, call, run_call, run_call_on,
+               double(x.nbytes()) * (c.size() + 1));
 }
 
-Status gather_logits(Collective& c, const Tensor& full, int64_t R, Device device) {
-  const CollectiveCall call{[&] { return c.gather_logits(full, R); }};
-  return route("gather_logits", device, call, run_call, run_call, 2.0 * double(full.nbytes()));
+Status gather_logits(Context& cx, Collective& c, const Tensor& full, int64_t R, Device device) {
+  const CollectiveCall call{[&] { return c.gather_logits(cx, full, R); }};
+  return route(cx, "gather_logits", device, call, run_call, run_call_on, 2.0 * double(full.nbytes()));
 }
 
-Status broadcast(Collective& c, int64_t n, Device device) {
-  const CollectiveCall call{[&] { return c.broadcast(n); }};
-  return route("broadcast", device, call, run_call, run_call, 4.0 * double(n));
-}
-
-void set_profiling(bool on) { g_profiling = on; }
-void exclude_thread_from_profile() { t_unprofiled = true; }
-
-RouteRecorder::RouteRecorder() : outer_(t_routes) { t_routes = &routes_; }
-
-RouteRecorder::~RouteRecorder() {
-  t_routes = outer_;
-  if (outer_) outer_->insert(outer_->end(), routes_.begin(), routes_.end());
-}
-
-std::vector<OpProfile> take_profile() {
-#ifdef MXSERVE_HAVE_CUDA
-  if (cuda_available()) (void)cuda::synchronize();
-#endif
-  std::map<std::string, OpProfile> by_name;
-  std::vector<std::string> order;
-  for (auto& t : g_timings) {
-    double us = t.host_us;
-#ifdef MXSERVE_HAVE_CUDA
-    if (t.start) us = cuda::event_elapsed_us(t.start, t.stop);
-#endif
-    auto [it, fresh] = by_name.try_emplace(t.name, OpProfile{t.name, 0, 0, 0});
-    if (fresh) order.push_back(t.name);
-    it->second.calls += 1;
-    it->second.microseconds += us;
-    it->second.bytes += t.bytes;
-  }
-  g_timings.clear();
-  std::vector<OpProfile> out;
-  for (const auto& n : order) out.push_back(by_name[n]);
-  return out;
+Status broadcast(Context& cx, Collective& c, int64_t n, Device device) {
+  const CollectiveCall call{[&] { return c.broadcast(cx, n); }};
+  return route(cx, "broadcast", device, call, run_call, run_call_on, 4.0 * double(n));
 }
 
 }  // namespace mx::ops

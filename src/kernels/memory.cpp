@@ -7,6 +7,7 @@
 
 #include "kernels/ops.h"
 #ifdef MXSERVE_HAVE_CUDA
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/cuda_ops.h"
 #endif
 
@@ -103,7 +104,17 @@ Status copy_2d(void* dst, size_t dpitch, Device dst_device, const void* src, siz
 #endif
 }
 
-Status copy_async(const Tensor& dst, const Tensor& src) {
+#ifdef MXSERVE_HAVE_CUDA
+namespace {
+// The CUDA half of a context that queues device work.
+Result<cuda::Backend*> backend_of(Context& cx, const char* what) {
+  MX_CHECK(cx.cuda() != nullptr, "{}: CUDA memory with a CPU context", what);
+  return cx.cuda();
+}
+}  // namespace
+#endif
+
+Status copy_async(Context& cx, const Tensor& dst, const Tensor& src) {
   MX_CHECK(dst.nbytes() == src.nbytes(), "copy_async: {} bytes into {} bytes", src.nbytes(), dst.nbytes());
   if (src.nbytes() == 0) return ok_status();
   if (dst.device == Device::CPU && src.device == Device::CPU) {
@@ -111,13 +122,14 @@ Status copy_async(const Tensor& dst, const Tensor& src) {
     return ok_status();
   }
 #ifdef MXSERVE_HAVE_CUDA
-  return cuda::memcpy_async(dst.data, src.data, src.nbytes());
+  MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "copy_async"));
+  return cuda::memcpy_async(*b, dst.data, src.data, src.nbytes());
 #else
   return MX_ERROR("copy_async: CUDA tensors in a build without CUDA");
 #endif
 }
 
-Status copy_columns_async(const Tensor& dst, int64_t col0, const Tensor& src) {
+Status copy_columns_async(Context& cx, const Tensor& dst, int64_t col0, const Tensor& src) {
   MX_CHECK(dst.ndim == 2 && src.ndim == 2 && dst.dtype == src.dtype && dst.device == src.device &&
                dst.dim(0) == src.dim(0) && col0 >= 0 && col0 + src.dim(1) <= dst.dim(1),
            "copy_columns_async: {} into columns {}.. of {}", src.shape_str(), col0, dst.shape_str());
@@ -130,7 +142,8 @@ Status copy_columns_async(const Tensor& dst, int64_t col0, const Tensor& src) {
     return ok_status();
   }
 #ifdef MXSERVE_HAVE_CUDA
-  return cuda::memcpy_2d_async(d, dpitch, src.data, width, width, rows);
+  MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "copy_columns_async"));
+  return cuda::memcpy_2d_async(*b, d, dpitch, src.data, width, width, rows);
 #else
   return MX_ERROR("copy_columns_async: CUDA tensors in a build without CUDA");
 #endif
@@ -148,9 +161,12 @@ Result<Event> Event::create(Device device) {
 #endif
 }
 
-Status Event::record() {
+Status Event::record([[maybe_unused]] Context& cx) {
 #ifdef MXSERVE_HAVE_CUDA
-  if (event_) return cuda::event_record_on_stream(event_);
+  if (event_) {
+    MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "Event::record"));
+    return cuda::event_record_on_stream(*b, event_);
+  }
 #endif
   return ok_status();
 }
@@ -174,13 +190,11 @@ Event::~Event() {
 #endif
 }
 
-Status synchronize(Device device) {
-  if (device == Device::CPU) return ok_status();
+Status synchronize([[maybe_unused]] Context& cx) {
 #ifdef MXSERVE_HAVE_CUDA
-  return cuda::synchronize();
-#else
-  return MX_ERROR("synchronize: built without CUDA");
+  if (cx.cuda()) return cuda::synchronize(*cx.cuda());
 #endif
+  return ok_status();
 }
 
 Result<MemoryInfo> memory_info(Device device) {
@@ -207,23 +221,16 @@ int compute_capability(Device device) {
   return 0;
 }
 
-uint64_t scratch_generation() {
-#ifdef MXSERVE_HAVE_CUDA
-  return cuda::workspace_generation();
-#else
-  return 0;
-#endif
-}
-
-Result<StepGraph> StepGraph::capture(Device device, std::function<Status()> step) {
+Result<StepGraph> StepGraph::capture(Context& cx, std::function<Status()> step) {
   StepGraph g;
-  g.device_ = device;
-  if (device == Device::CPU) {
+  g.cx_ = &cx;
+  if (cx.device() == Device::CPU) {
     g.step_ = std::move(step);
     return g;
   }
 #ifdef MXSERVE_HAVE_CUDA
-  MX_ASSIGN(g.graph_exec_, cuda::graph_capture(step));
+  MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "StepGraph"));
+  MX_ASSIGN(g.graph_exec_, cuda::graph_capture(*b, step));
   return g;
 #else
   return MX_ERROR("StepGraph: built without CUDA");
@@ -231,9 +238,10 @@ Result<StepGraph> StepGraph::capture(Device device, std::function<Status()> step
 }
 
 Status StepGraph::replay() {
-  if (device_ == Device::CPU) return step_();
+  MX_CHECK(cx_ != nullptr, "StepGraph: replay of an empty graph");
+  if (!graph_exec_) return step_();
 #ifdef MXSERVE_HAVE_CUDA
-  return cuda::graph_replay(graph_exec_);
+  return cuda::graph_replay(*cx_->cuda(), graph_exec_);
 #else
   return MX_ERROR("StepGraph: built without CUDA");
 #endif
@@ -242,7 +250,7 @@ Status StepGraph::replay() {
 StepGraph::StepGraph(StepGraph&& o) noexcept { *this = std::move(o); }
 
 StepGraph& StepGraph::operator=(StepGraph&& o) noexcept {
-  std::swap(device_, o.device_);
+  std::swap(cx_, o.cx_);
   std::swap(step_, o.step_);
   std::swap(graph_exec_, o.graph_exec_);
   return *this;

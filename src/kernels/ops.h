@@ -1,4 +1,5 @@
-// The op interface: one function per op, each taking an args struct of tensor views. The backend
+// The op interface: one function per op, each taking the engine's Context (kernels/context.h: the
+// stream, scratch and settings of its device) and an args struct of tensor views. The backend
 // is chosen by where the tensors live (Device::CPU -> kernels/cpu, Device::CUDA -> kernels/cuda);
 // every shape/dtype/arch decision is made in dispatch.cpp. The forward pass (model/forward.cpp)
 // is written once over these ops.
@@ -17,6 +18,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/context.h"
 
 namespace mx::ops {
 
@@ -54,19 +56,19 @@ Status copy(const Tensor& dst, const Tensor& src);
 // any direction (one cudaMemcpy2D); dst_device / src_device say where each pointer lives.
 Status copy_2d(void* dst, size_t dpitch, Device dst_device, const void* src, size_t spitch, Device src_device,
                size_t width, size_t height);
-// The same, queued on the device's stream after the work before it (host memory must be pinned
+// The same, queued on the context's stream after the work before it (host memory must be pinned
 // and stay untouched until an Event recorded after the copy completes); immediate on the CPU.
-Status copy_async(const Tensor& dst, const Tensor& src);
+Status copy_async(Context& cx, const Tensor& dst, const Tensor& src);
 // src (T, w) into columns col0 .. col0 + w of dst (T, W), same dtype, queued like copy_async (device
 // memory on both sides on CUDA): the target's residual stream into a draft's feature rows.
-Status copy_columns_async(const Tensor& dst, int64_t col0, const Tensor& src);
+Status copy_columns_async(Context& cx, const Tensor& dst, int64_t col0, const Tensor& src);
 
-// A point in the device's stream: record() after queued work, wait() blocks the host until that
+// A point in a context's stream: record() after queued work, wait() blocks the host until that
 // work is done. On the CPU every op is done when it returns: both are no-ops.
 class Event {
  public:
   static Result<Event> create(Device device);
-  Status record();
+  Status record(Context& cx);
   Status wait();
   Event() = default;
   Event(Event&&) noexcept;
@@ -83,7 +85,7 @@ bool cuda_available();  // built with CUDA and a device is present
 
 // The activations' dtype on a backend (and an auto KV cache's): f32 on the CPU reference, bf16 on CUDA.
 inline DType act_dtype(Device d) { return d == Device::CPU ? DType::F32 : DType::BF16; }
-Status synchronize(Device device);  // waits for the device's queued work
+Status synchronize(Context& cx);  // waits for the work queued on the context's stream
 struct MemoryInfo {
   size_t free_bytes = 0, total_bytes = 0;
 };
@@ -91,15 +93,12 @@ Result<MemoryInfo> memory_info(Device device);
 // The current GPU's compute capability as 10 x major + minor (90 on an H100); 0 on the CPU.
 int compute_capability(Device device);
 
-// Bumped whenever the backend's op scratch (the CUDA workspace) is reallocated: a captured
-// StepGraph holds its address and must be captured again after a change.
-uint64_t scratch_generation();
-
-// A captured sequence of ops replayed as one unit: a CUDA graph on the CUDA backend (no host
-// work or synchronisation inside), the recorded function itself on the CPU.
+// A captured sequence of ops replayed as one unit on a context's stream: a CUDA graph on the CUDA
+// backend (no host work or synchronisation inside), the recorded function itself on the CPU. The
+// context must outlive the graph; its scratch can no longer grow once one is captured.
 class StepGraph {
  public:
-  static Result<StepGraph> capture(Device device, std::function<Status()> step);
+  static Result<StepGraph> capture(Context& cx, std::function<Status()> step);
   Status replay();
   StepGraph() = default;
   StepGraph(StepGraph&&) noexcept;
@@ -107,7 +106,7 @@ class StepGraph {
   ~StepGraph();
 
  private:
-  Device device_ = Device::CPU;
+  Context* cx_ = nullptr;
   std::function<Status()> step_;
   void* graph_exec_ = nullptr;
 };
@@ -125,7 +124,7 @@ struct EmbedArgs {
   Tensor out;           // (T, D) act
   Tensor table_scales;  // (V, D/32) u8, MXFP4 only
 };
-Status embed(const EmbedArgs& a);
+Status embed(Context& cx, const EmbedArgs& a);
 
 struct RmsNormArgs {
   Tensor x;       // (T, D) act
@@ -133,7 +132,7 @@ struct RmsNormArgs {
   float eps = 1e-5f;
   Tensor out;  // (T, D) act; may alias x
 };
-Status rmsnorm(const RmsNormArgs& a);
+Status rmsnorm(Context& cx, const RmsNormArgs& a);
 
 // An RMSNorm applied to a linear's input inside the op (no normalised copy of x is written).
 struct InputNorm {
@@ -154,7 +153,7 @@ struct LinearArgs {
   InputNorm norm;  // optional
   Tensor w_scales;  // (N, Kin/32) u8, MXFP4 w only
 };
-Status linear(const LinearArgs& a);
+Status linear(Context& cx, const LinearArgs& a);
 
 // YaRN RoPE table, computed once on the host (model/rope.cpp) and uploaded where needed.
 struct RopeTable {
@@ -199,7 +198,7 @@ struct KvScalesArgs {
   float concentration = 1.0f;  // the RoPE table's
   Tensor scales;               // (2) f32 out
 };
-Status kv_scales(const KvScalesArgs& a);
+Status kv_scales(Context& cx, const KvScalesArgs& a);
 
 // Rotates q and k inside qkv (RoPE, half-split) and writes k, v of every token to the cache.
 struct QkvRopeCacheArgs {
@@ -209,7 +208,7 @@ struct QkvRopeCacheArgs {
   TokenBatch batch;
   KvLayer cache;
 };
-Status qkv_rope_cache(const QkvRopeCacheArgs& a);
+Status qkv_rope_cache(Context& cx, const QkvRopeCacheArgs& a);
 
 // The attention block's input as one op: qkv = linear(x, w, bias, norm), then qkv_rope_cache on
 // it, with the same results as those two ops; on CUDA for decode one GEMV kernel whose epilogue
@@ -227,7 +226,7 @@ struct QkvProjectionArgs {
   KvLayer cache;
   bool calibrate_kv = false;  // FP8 cache: set cache.scales from this call (kv_scales) before writing
 };
-Status qkv_projection(const QkvProjectionArgs& a);
+Status qkv_projection(Context& cx, const QkvProjectionArgs& a);
 
 // Attention of every token's q heads over its sequence's cached keys 0..pos (or the last
 // `window` of them), with one learned sink logit per q head; q head h uses kv head h / (H/Hkv).
@@ -241,7 +240,7 @@ struct AttentionArgs {
   KvLayer cache;
   Tensor out;  // (T, H·Dh) act
 };
-Status attention(const AttentionArgs& a);
+Status attention(Context& cx, const AttentionArgs& a);
 
 // Top-k of router logits, then softmax over those k (descending order, lower index wins ties).
 struct RouterTopkArgs {
@@ -249,7 +248,7 @@ struct RouterTopkArgs {
   Tensor ids;      // (T, K) i32
   Tensor weights;  // (T, K) f32
 };
-Status router_topk(const RouterTopkArgs& a);
+Status router_topk(Context& cx, const RouterTopkArgs& a);
 
 // The MoE block's entry as one op: xn = rmsnorm(x), logits = xn · W^T + bias, then ids, weights =
 // router_topk(logits) (over the logits as stored in their dtype). The same results as those three
@@ -267,7 +266,7 @@ struct MoeRouterArgs {
   Tensor ids;          // (T, K) i32 out, optional (with weights)
   Tensor weights;      // (T, K) f32 out, optional (with ids)
 };
-Status moe_router(const MoeRouterArgs& a);
+Status moe_router(Context& cx, const MoeRouterArgs& a);
 
 // MXFP4 expert weights of one layer, in the checkpoint layout (GPTOSS_SPEC §2.1, §3) unless a
 // backend repacked them at load (see docs/KERNELS.md).
@@ -280,14 +279,7 @@ struct MoeWeights {
   Tensor down_bias;       // (E, D) bf16
 };
 
-// Activations of the many-token MoE GEMMs: BF16, or FP8 E4M3 with one E8M0 scale per 32 values
-// (x quantized in the expand that sorts the pairs by expert, the SwiGLU output in the gate_up
-// epilogue; core/dtype.h quantize_mx_e4m3 is the rule). The CUDA grouped path (prefill) follows
-// it; the decode GEMVs stay BF16. The CPU reference is fp32 unless a call asks for FP8, which it
-// then emulates (the kernels' reference).
-enum class MoeActivation { Default, BF16, FP8 };  // Default: the process setting below
-void set_moe_activation(MoeActivation a);          // --moe-activation; BF16 unless set
-MoeActivation moe_activation();
+// MoeActivation (context.h): the activations of the many-token MoE GEMMs; --moe-activation parses as
 std::optional<MoeActivation> parse_moe_activation(std::string_view name);  // "bf16" | "fp8"
 
 // Where moe's experts come from: the top-k ids and weights (FromIds: read), or the router logits
@@ -308,7 +300,7 @@ struct MoeArgs {
   Tensor residual;  // (T, D) act, updated in place
   MoeActivation activation = MoeActivation::Default;
 };
-Status moe(const MoeArgs& a);
+Status moe(Context& cx, const MoeArgs& a);
 // Whether moe, given router logits, selects the experts inside its own kernels (the CUDA decode
 // GEMVs, T <= the grouped threshold): the forward then stops the router at the logits. Otherwise
 // the router writes the top-k ids and weights (moe_router with ids) and moe takes them.
@@ -320,7 +312,7 @@ struct GatherRowsArgs {
   Tensor rows;  // (R) i32
   Tensor out;   // (R, D) act
 };
-Status gather_rows(const GatherRowsArgs& a);
+Status gather_rows(Context& cx, const GatherRowsArgs& a);
 
 // The gated activation of a Llama-style MLP (the EAGLE-3 draft model): out[t][i] = silu(gate[t][i])
 // · up[t][i] with silu(g) = g / (1 + exp(-g)), computed in FP32 and rounded once to the act dtype.
@@ -329,7 +321,7 @@ struct SiluMulArgs {
   Tensor gate_up;  // (T, 2·I) act: gate in columns [0, I), up in columns [I, 2I)
   Tensor out;      // (T, I) act; must not alias gate_up
 };
-Status silu_mul(const SiluMulArgs& a);
+Status silu_mul(Context& cx, const SiluMulArgs& a);
 
 // ---- utility ops (synthetic weights, on-device greedy decoding) ----------------------------
 // Fills a tensor with seeded pseudo-random values: floats uniform in [offset - scale,
@@ -341,7 +333,7 @@ struct FillRandomArgs {
   float scale = 1.0f, offset = 0.0f;
   int byte_lo = 0, byte_hi = 255;
 };
-Status fill_random(const FillRandomArgs& a);
+Status fill_random(Context& cx, const FillRandomArgs& a);
 
 // Samples one token per row: greedy (lowest index of the max) when temperature <= 0; else from
 // softmax(logits / temperature) restricted to the tokens whose logit is >= each active threshold:
@@ -356,7 +348,7 @@ struct SampleArgs {
   Tensor positions;  // (R) i32: varies the draw from step to step
   Tensor ids;        // (R) i32 out
 };
-Status sample(const SampleArgs& a);
+Status sample(Context& cx, const SampleArgs& a);
 
 // ---- the engine step's sampling stage (runtime/step_runner.cpp runs them in this order) ------
 // 1. logprobs_topk over the raw logits, 2. logits_process, 3. sample, 4. logprobs_chosen.
@@ -374,7 +366,7 @@ struct LogprobsTopkArgs {
   Tensor top_ids;   // (R, kMaxTopLogprobs) i32 out
   Tensor top_logprobs;  // (R, kMaxTopLogprobs) f32 out
 };
-Status logprobs_topk(const LogprobsTopkArgs& a);
+Status logprobs_topk(Context& cx, const LogprobsTopkArgs& a);
 
 // One logits-processing entry of a row: a token of the row's history (penalties), an additive
 // bias (logit_bias), a ban (min_tokens: eos and stop ids are -inf until then) or 32 bits of a
@@ -411,7 +403,7 @@ struct LogitsProcessArgs {
   Tensor entries;    // (N, 4) i32: LogitsEntry records (N >= offsets[R]; may be larger)
   Tensor saved;      // (N) f32 out
 };
-Status logits_process(const LogitsProcessArgs& a);
+Status logits_process(Context& cx, const LogitsProcessArgs& a);
 
 // Per row with rows_k[r] >= 0: logprob[r] = raw(ids[r]) - lse[r], where raw(v) is saved[i] of the
 // first entry i of the row with token v, else logits[r, v] (a token no entry touched is raw).
@@ -426,7 +418,7 @@ struct LogprobsChosenArgs {
   Tensor lse;       // (R) f32 from logprobs_topk
   Tensor logprobs;  // (R) f32 out
 };
-Status logprobs_chosen(const LogprobsChosenArgs& a);
+Status logprobs_chosen(Context& cx, const LogprobsChosenArgs& a);
 
 // ---- the engine step's prologue (graph-safe: counts are read on the device) ------------------
 // tokens[i] = prev[from[i]] for every i with from[i] >= 0: a decode token that the previous step
@@ -436,7 +428,7 @@ struct TakePrevTokensArgs {
   Tensor from;    // (T) i32: index into prev, or -1
   Tensor prev;    // (P) i32: the previous step's sampled ids
 };
-Status take_prev_tokens(const TakePrevTokensArgs& a);
+Status take_prev_tokens(Context& cx, const TakePrevTokensArgs& a);
 
 // tables[u.row][u.index] = u.block for the first count[0] updates (the engine's persistent block
 // tables grow by the blocks each step appends).
@@ -445,45 +437,18 @@ struct TableUpdatesArgs {
   Tensor updates;  // (U, 3) i32: row, index, block
   Tensor count;    // (1) i32: how many of the U updates to apply
 };
-Status apply_table_updates(const TableUpdatesArgs& a);
+Status apply_table_updates(Context& cx, const TableUpdatesArgs& a);
 
 // x[i] += value for an i32 tensor (advances decode positions inside a captured step).
 struct AddI32Args {
   Tensor x;
   int32_t value = 1;
 };
-Status add_i32(const AddI32Args& a);
+Status add_i32(Context& cx, const AddI32Args& a);
 
-// Profiling: when on, every op is timed (device events on CUDA) and bytes it touched counted.
-struct OpProfile {
-  std::string name;  // op and path, e.g. "moe/cuda"
-  int calls = 0;
-  double microseconds = 0;
-  double bytes = 0;
-};
-void set_profiling(bool on);
-void exclude_thread_from_profile();  // the calling thread's ops are never timed (tensor-parallel followers)
-// The backend's path choices and their thresholds, one line each (logged once at start-up).
-std::vector<std::string> dispatch_summary(Device device);
-std::vector<OpProfile> take_profile();  // waits for the device, returns and clears the table
+// The backend's path choices and their thresholds under a context's settings, one line each
+// (logged once at start-up).
+std::vector<std::string> dispatch_summary(const Context& cx);
 
-// The routes ops took on this thread while the recorder lived (tests pin their path with it):
-// the names dispatch.cpp routes by, as the profile writes them ("moe_router_fused/cuda",
-// "linear_gemm/cuda", "router_topk/cpu"), in call order, ops routed inside another op included
-// (moe_router's rmsnorm and linear). Contract errors are not routes. A recorder made while
-// another lives on the thread takes the routes until it ends, then hands them to the outer one.
-// With none alive, an op's route costs one thread-local test.
-class RouteRecorder {
- public:
-  RouteRecorder();
-  ~RouteRecorder();
-  RouteRecorder(const RouteRecorder&) = delete;
-  RouteRecorder& operator=(const RouteRecorder&) = delete;
-  const std::vector<std::string>& routes() const { return routes_; }
-
- private:
-  std::vector<std::string> routes_;
-  std::vector<std::string>* outer_;  // the recorder this one took over from, or null
-};
 
 }  // namespace mx::ops

@@ -35,7 +35,7 @@ Result<Eagle3Workspace> Eagle3Workspace::create(const Eagle3Config& c, Device de
   return ws;
 }
 
-Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepArgs& a) {
+Status eagle3_step(ops::Context& cx, const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepArgs& a) {
   const Eagle3Config& c = d.config;
   const Eagle3Weights& w = d.weights;
   const int64_t T = a.tokens.dim(0), R = a.logit_rows.dim(0), D = c.hidden_size;
@@ -55,19 +55,19 @@ Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepAr
   if (!a.features.empty()) {
     MX_CHECK(c.use_aux_hidden_state, "eagle3_step: this draft takes the target's final hidden state, not aux features");
     h = first(ws.h);
-    MX_TRY(ops::linear({.x = a.features, .w = w.fc, .out = h, .norm = {.weight = w.input_norm, .eps = eps}}));
+    MX_TRY(ops::linear(cx, {.x = a.features, .w = w.fc, .out = h, .norm = {.weight = w.input_norm, .eps = eps}}));
   }
   MX_CHECK(h.ndim == 2 && h.dim(0) == T && h.dim(1) == D, "eagle3_step: hidden {} for {} tokens of width {}",
            h.shape_str(), T, D);
 
   // Attention over [RMS(e); RMS(h)].
   const Tensor e = first(ws.embed), qkv = first(ws.qkv), attn = first(ws.attn);
-  MX_TRY(ops::embed({.ids = a.tokens, .table = w.embed, .out = e}));
-  MX_TRY(ops::linear({.x = e, .w = w.qkv_w_embed, .bias = w.qkv_b, .out = qkv,
+  MX_TRY(ops::embed(cx, {.ids = a.tokens, .table = w.embed, .out = e}));
+  MX_TRY(ops::linear(cx, {.x = e, .w = w.qkv_w_embed, .bias = w.qkv_b, .out = qkv,
                       .norm = {.weight = w.input_layernorm, .eps = eps}}));
-  MX_TRY(ops::linear({.x = h, .w = w.qkv_w_hidden, .out = qkv, .accumulate = ops::Accumulate::IntoOut,
+  MX_TRY(ops::linear(cx, {.x = h, .w = w.qkv_w_hidden, .out = qkv, .accumulate = ops::Accumulate::IntoOut,
                       .norm = {.weight = w.hidden_norm, .eps = eps}}));
-  MX_TRY(ops::qkv_rope_cache({.qkv = qkv,
+  MX_TRY(ops::qkv_rope_cache(cx, {.qkv = qkv,
                               .n_heads = c.num_attention_heads,
                               .n_kv_heads = c.num_key_value_heads,
                               .head_dim = c.head_dim,
@@ -75,7 +75,7 @@ Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepAr
                               .batch = a.batch,
                               .cache = a.cache}));
   if (a.kv_only) return ok_status();
-  MX_TRY(ops::attention({.qkv = qkv,
+  MX_TRY(ops::attention(cx, {.qkv = qkv,
                          .sinks = w.sinks,
                          .n_heads = c.num_attention_heads,
                          .n_kv_heads = c.num_key_value_heads,
@@ -91,23 +91,23 @@ Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepAr
   Tensor r = h;
   if (c.norm_before_residual) {
     r = first(ws.b);
-    MX_TRY(ops::rmsnorm({.x = h, .weight = w.hidden_norm, .eps = eps, .out = r}));
+    MX_TRY(ops::rmsnorm(cx, {.x = h, .weight = w.hidden_norm, .eps = eps, .out = r}));
   }
-  if (r.data != h2.data) MX_TRY(ops::copy_async(h2, r));
-  MX_TRY(ops::linear({.x = attn, .w = w.o_w, .bias = w.o_b, .out = h2, .accumulate = ops::Accumulate::IntoOut}));
+  if (r.data != h2.data) MX_TRY(ops::copy_async(cx, h2, r));
+  MX_TRY(ops::linear(cx, {.x = attn, .w = w.o_w, .bias = w.o_b, .out = h2, .accumulate = ops::Accumulate::IntoOut}));
   // The gated MLP.
   const Tensor gate_up = first(ws.gate_up), act = first(ws.act);
-  MX_TRY(ops::linear({.x = h2, .w = w.gate_up_w, .out = gate_up,
+  MX_TRY(ops::linear(cx, {.x = h2, .w = w.gate_up_w, .out = gate_up,
                       .norm = {.weight = w.post_attention_layernorm, .eps = eps}}));
-  MX_TRY(ops::silu_mul({.gate_up = gate_up, .out = act}));
-  MX_TRY(ops::linear({.x = act, .w = w.down_w, .out = h2, .accumulate = ops::Accumulate::IntoOut}));
+  MX_TRY(ops::silu_mul(cx, {.gate_up = gate_up, .out = act}));
+  MX_TRY(ops::linear(cx, {.x = act, .w = w.down_w, .out = h2, .accumulate = ops::Accumulate::IntoOut}));
 
   if (R > 0) {
     const Tensor rows_x = ws.rows_x.rows(0, R);
-    MX_TRY(ops::gather_rows({.x = h2, .rows = a.logit_rows, .out = rows_x}));
-    MX_TRY(ops::linear({.x = rows_x, .w = w.lm_head, .out = a.logits, .norm = {.weight = w.norm, .eps = eps}}));
+    MX_TRY(ops::gather_rows(cx, {.x = h2, .rows = a.logit_rows, .out = rows_x}));
+    MX_TRY(ops::linear(cx, {.x = rows_x, .w = w.lm_head, .out = a.logits, .norm = {.weight = w.norm, .eps = eps}}));
   }
-  if (c.norm_output) MX_TRY(ops::rmsnorm({.x = h2, .weight = w.norm, .eps = eps, .out = a.hidden_out}));
+  if (c.norm_output) MX_TRY(ops::rmsnorm(cx, {.x = h2, .weight = w.norm, .eps = eps, .out = a.hidden_out}));
   return ok_status();
 }
 

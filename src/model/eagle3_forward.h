@@ -47,6 +47,6 @@ struct Eagle3StepArgs {
   bool kv_only = false;
 };
 
-Status eagle3_step(const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepArgs& a);
+Status eagle3_step(ops::Context& cx, const Eagle3Draft& d, Eagle3Workspace& ws, const Eagle3StepArgs& a);
 
 }  // namespace mx

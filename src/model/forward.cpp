@@ -8,6 +8,7 @@
 // the residual stream on every rank, and lm_head's vocabulary slices are gathered on rank 0.
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/owned_tensor.h"
@@ -41,7 +42,22 @@ Result<Workspace> Workspace::create(const ModelConfig& c, Device device, int max
   return ws;
 }
 
-Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
+ops::CallShapes forward_call_shapes(const ModelConfig& c, int64_t max_tokens, int64_t max_rows, int64_t max_keys,
+                                    bool fp8_kv) {
+  return {.max_tokens = max_tokens,
+          .max_rows = max_rows,
+          .max_in_features = std::max<int64_t>(c.hidden_size, c.q_width()),
+          .max_keys = max_keys,
+          .hidden = c.hidden_size,
+          .heads = c.num_attention_heads,
+          .kv_heads = c.num_key_value_heads,
+          .experts = c.num_local_experts,
+          .top_k = c.num_experts_per_tok,
+          .expert_width = c.intermediate_size,
+          .fp8_kv = fp8_kv};
+}
+
+Status forward(ops::Context& cx, const Model& m, Workspace& ws, const ForwardArgs& a) {
   const ModelConfig& c = m.rank_config();
   const ModelWeights& w = m.weights;
   const int64_t T = a.tokens.dim(0), R = a.logit_rows.dim(0);
@@ -57,12 +73,12 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
   const Tensor router = first(ws.router, T), top_ids = first(ws.top_ids, T), top_w = first(ws.top_w, T);
   const ops::RopeTable rope{.inv_freq = w.inv_freq, .concentration = w.rope_concentration};
 
-  MX_TRY(ops::embed({.ids = a.tokens, .table = w.embed, .out = x, .table_scales = w.embed_scales}));
+  MX_TRY(ops::embed(cx, {.ids = a.tokens, .table = w.embed, .out = x, .table_scales = w.embed_scales}));
   // The draft's features: x at boundary j (after j layers) into the j-th aux column block.
   size_t next_aux = 0;
   auto capture = [&](int boundary) -> Status {
     if (next_aux < a.aux_boundaries.size() && a.aux_boundaries[next_aux] == boundary)
-      return ops::copy_columns_async(a.aux.rows(0, T), int64_t(next_aux++) * c.hidden_size, x);
+      return ops::copy_columns_async(cx, a.aux.rows(0, T), int64_t(next_aux++) * c.hidden_size, x);
     return ok_status();
   };
   MX_CHECK(a.aux_boundaries.empty() || (a.aux.ndim == 2 && a.aux.dim(0) >= T &&
@@ -76,7 +92,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
     const ops::TokenBatch& batch = c.window_of_layer(l) > 0 ? sliding_batch : a.batch;
     // Attention block.
     const float eps = float(c.rms_norm_eps);
-    MX_TRY(ops::qkv_projection({.x = x,
+    MX_TRY(ops::qkv_projection(cx, {.x = x,
                                 .norm = {.weight = L.attn_norm, .eps = eps},
                                 .w = L.qkv_w,
                                 .w_scales = L.qkv_w_scales,
@@ -89,7 +105,7 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                                 .batch = batch,
                                 .cache = a.cache[size_t(l)],
                                 .calibrate_kv = a.calibrate_kv && a.cache[size_t(l)].fp8()}));
-    MX_TRY(ops::attention({.qkv = qkv,
+    MX_TRY(ops::attention(cx, {.qkv = qkv,
                            .sinks = L.sinks,
                            .n_heads = c.num_attention_heads,
                            .n_kv_heads = c.num_key_value_heads,
@@ -100,17 +116,17 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                            .cache = a.cache[size_t(l)],
                            .out = attn}));
     if (tp) {
-      MX_ASSIGN(const Tensor part, tp->partial(ops::PartialSlot::Attention, T));
-      MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = part, .w_scales = L.o_w_scales}));
-      MX_TRY(ops::all_reduce_add(*tp, ops::PartialSlot::Attention, x));
+      MX_ASSIGN(const Tensor part, tp->partial(cx, ops::PartialSlot::Attention, T));
+      MX_TRY(ops::linear(cx, {.x = attn, .w = L.o_w, .bias = L.o_b, .out = part, .w_scales = L.o_w_scales}));
+      MX_TRY(ops::all_reduce_add(cx, *tp, ops::PartialSlot::Attention, x));
     } else {
-      MX_TRY(ops::linear({.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut,
+      MX_TRY(ops::linear(cx, {.x = attn, .w = L.o_w, .bias = L.o_b, .out = x, .accumulate = ops::Accumulate::IntoOut,
                           .w_scales = L.o_w_scales}));
     }
     // MoE block: router -> top-k -> experts. Where the experts' kernels select from the logits
     // themselves (CUDA decode GEMVs), the router stops at the logits; else it writes the top-k.
     const bool experts_select = ops::moe_selects_from_logits(x.device, T, router.dim(1));
-    MX_TRY(ops::moe_router({.x = x,
+    MX_TRY(ops::moe_router(cx, {.x = x,
                             .norm_weight = L.mlp_norm,
                             .eps = eps,
                             .w = L.router_w,
@@ -122,9 +138,9 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                             .weights = experts_select ? Tensor() : top_w}));
     Tensor experts_out = x;
     if (tp) {
-      MX_ASSIGN(experts_out, tp->partial(ops::PartialSlot::Experts, T));
+      MX_ASSIGN(experts_out, tp->partial(cx, ops::PartialSlot::Experts, T));
     }
-    MX_TRY(ops::moe({.x = xn,
+    MX_TRY(ops::moe(cx, {.x = xn,
                      .routing = experts_select ? ops::MoeRouting::FromLogits : ops::MoeRouting::FromIds,
                      .ids = top_ids,
                      .weights = top_w,
@@ -133,27 +149,27 @@ Status forward(const Model& m, Workspace& ws, const ForwardArgs& a) {
                      .swiglu_limit = c.swiglu_limit,
                      .swiglu_alpha = c.swiglu_alpha,
                      .residual = experts_out}));
-    if (tp) MX_TRY(ops::all_reduce_add(*tp, ops::PartialSlot::Experts, x));
+    if (tp) MX_TRY(ops::all_reduce_add(cx, *tp, ops::PartialSlot::Experts, x));
     MX_TRY(capture(l + 1));
   }
   if (next_aux < a.aux_boundaries.size() && a.aux_boundaries[next_aux] == kAuxFinalHidden) {
     MX_CHECK(a.aux_boundaries.size() == 1, "forward: the final hidden state is the only aux state of a draft");
-    MX_TRY(ops::rmsnorm({.x = x, .weight = w.final_norm, .eps = float(c.rms_norm_eps), .out = a.aux.rows(0, T)}));
+    MX_TRY(ops::rmsnorm(cx, {.x = x, .weight = w.final_norm, .eps = float(c.rms_norm_eps), .out = a.aux.rows(0, T)}));
     ++next_aux;
   }
   MX_CHECK(next_aux == a.aux_boundaries.size(), "forward: aux boundaries must ascend within 0..{}",
            c.num_hidden_layers);
   if (R == 0) return ok_status();
   const Tensor rows_x = a.all_rows ? x : first(ws.rows_x, R);
-  if (!a.all_rows) MX_TRY(ops::gather_rows({.x = x, .rows = a.logit_rows, .out = rows_x}));
+  if (!a.all_rows) MX_TRY(ops::gather_rows(cx, {.x = x, .rows = a.logit_rows, .out = rows_x}));
   // The final norm fused into lm_head (one GEMV kernel for decode).
   Tensor logits = a.logits;
   if (tp) {
     MX_ASSIGN(logits, tp->local_logits(R));
   }
-  MX_TRY(ops::linear({.x = rows_x, .w = w.lm_head, .out = logits,
+  MX_TRY(ops::linear(cx, {.x = rows_x, .w = w.lm_head, .out = logits,
                       .norm = {.weight = w.final_norm, .eps = float(c.rms_norm_eps)}, .w_scales = w.lm_head_scales}));
-  return tp ? ops::gather_logits(*tp, a.logits, R, x.device) : ok_status();
+  return tp ? ops::gather_logits(cx, *tp, a.logits, R, x.device) : ok_status();
 }
 
 }  // namespace mx

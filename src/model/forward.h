@@ -52,6 +52,11 @@ struct ForwardArgs {
   Tensor aux;
 };
 
-Status forward(const Model& m, Workspace& ws, const ForwardArgs& a);
+Status forward(ops::Context& cx, const Model& m, Workspace& ws, const ForwardArgs& a);
+
+// The largest op calls a forward of up to max_tokens tokens and max_rows logit rows over a cache of
+// max_keys positions makes (kernels/context.h): the engine sizes its context's scratch from them.
+ops::CallShapes forward_call_shapes(const ModelConfig& c, int64_t max_tokens, int64_t max_rows, int64_t max_keys,
+                                    bool fp8_kv);
 
 }  // namespace mx

@@ -19,8 +19,6 @@ Result<std::unique_ptr<Model>> load_bf16(const std::string& arg, Device device, 
   auto w = load_weights(*m->checkpoint, m->config, device, progress, shard);
   if (!w.ok()) return w.status().with_context("loading " + m->path.string());
   m->weights = std::move(w).value();
-  if (shard.rank == 0)
-    for (const auto& line : ops::dispatch_summary(device)) log_info("dispatch: {}", line);
   log_info("loaded {}{} ({} layers, {} experts, {:.2f} GB of weights on {})", m->path.string(),
            shard.plan ? fmt::format(" rank {}", shard.rank) : std::string(), m->config.num_hidden_layers,
            m->config.num_local_experts, double(m->weights.bytes) / 1e9, device == Device::CPU ? "cpu" : "cuda");

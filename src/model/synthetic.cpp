@@ -38,6 +38,7 @@ namespace {
 // Fills each tensor of the whole model in order (one seed each); with tensor parallelism it keeps
 // the rank's part of it, so that every rank's shard holds the values of the one-GPU model.
 struct Filler {
+  ops::Context& cx;  // the fills queue on its stream
   Device device;
   uint64_t seed;
   ModelWeights& w;
@@ -49,7 +50,7 @@ struct Filler {
     Tensor probe(nullptr, dt, shape, device);
     MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, probe.nbytes()));
     Tensor t = b.view(dt, shape);
-    MX_TRY(ops::fill_random({.out = t, .seed = seed++, .scale = scale, .offset = offset, .byte_lo = lo, .byte_hi = hi}));
+    MX_TRY(ops::fill_random(cx, {.out = t, .seed = seed++, .scale = scale, .offset = offset, .byte_lo = lo, .byte_hi = hi}));
     if (progress) progress->advance(t.nbytes());
     if (shard.plan) {
       MX_ASSIGN(t, tp_slice(t, kind, *shard.plan, shard.rank, device, w.storage));  // b, the whole tensor, is freed
@@ -96,7 +97,8 @@ Result<std::unique_ptr<Model>> make_synthetic_model(const std::string& arg, Devi
   w.device = device;
   const int64_t D = c.hidden_size, F = c.intermediate_size, E = c.num_local_experts, V = c.vocab_size;
   Progress progress("Making " + arg, expected_bytes(c));
-  Filler f{device, seed, w, &progress, shard};
+  MX_ASSIGN(auto cx, ops::Context::create(device));
+  Filler f{*cx, device, seed, w, &progress, shard};
   MX_ASSIGN(w.embed, f.make(DType::BF16, {V, D}, 1.0f, 0.0f));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     LayerWeights L;
@@ -119,10 +121,9 @@ Result<std::unique_ptr<Model>> make_synthetic_model(const std::string& arg, Devi
   }
   MX_ASSIGN(w.final_norm, f.gain(D));
   MX_ASSIGN(w.lm_head, f.dense({V, D}, TpWeight::VocabRows));
+  MX_TRY(ops::synchronize(*cx));
   progress.finish();
   MX_TRY(place_rope_table(c, w));
-  if (shard.rank == 0)
-    for (const auto& line : ops::dispatch_summary(device)) log_info("dispatch: {}", line);
   log_info("made {}{} on {}: {:.2f} GB of random weights", arg,
            shard.plan ? fmt::format(" (rank {})", shard.rank) : std::string(), device == Device::CPU ? "cpu" : "cuda",
            double(w.bytes) / 1e9);

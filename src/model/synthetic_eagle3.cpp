@@ -38,9 +38,10 @@ Result<Eagle3Draft> make_synthetic_eagle3(const std::string& name, const ModelCo
 
   Eagle3Weights& w = d.weights;
   w.device = tw.device;
+  MX_ASSIGN(auto cx, ops::Context::create(w.device));  // the fills queue on its stream
   auto make = [&](std::initializer_list<int64_t> shape, float scale, float offset) -> Result<Tensor> {
     MX_ASSIGN(Tensor t, ops::allocate_tensor(w.storage, w.device, DType::BF16, shape));
-    MX_TRY(ops::fill_random({.out = t, .seed = seed++, .scale = scale, .offset = offset}));
+    MX_TRY(ops::fill_random(*cx, {.out = t, .seed = seed++, .scale = scale, .offset = offset}));
     w.bytes += t.nbytes();
     return t;
   };

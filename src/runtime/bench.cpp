@@ -17,17 +17,18 @@ namespace {
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 Result<double> measure_copy_gbps(Device device) {
+  MX_ASSIGN(auto cx, ops::Context::create(device));
   const size_t bytes = device == Device::CPU ? (256u << 20) : (1u << 30);
   MX_ASSIGN(ops::Buffer a, ops::Buffer::allocate(device, bytes));
   MX_ASSIGN(ops::Buffer b, ops::Buffer::allocate(device, bytes));
   const Tensor ta = a.view(DType::U8, {int64_t(bytes)}), tb = b.view(DType::U8, {int64_t(bytes)});
-  MX_TRY(ops::fill_random({.out = ta, .seed = 1}));
+  MX_TRY(ops::fill_random(*cx, {.out = ta, .seed = 1}));
   MX_TRY(ops::copy(tb, ta));  // warm-up
-  MX_TRY(ops::synchronize(device));
+  MX_TRY(ops::synchronize(*cx));
   constexpr int kReps = 10;
   const auto t0 = Clock::now();
   for (int i = 0; i < kReps; ++i) MX_TRY(ops::copy(i % 2 ? ta : tb, i % 2 ? tb : ta));
-  MX_TRY(ops::synchronize(device));
+  MX_TRY(ops::synchronize(*cx));
   return 2.0 * double(bytes) * kReps / seconds_since(t0) / 1e9;
 }
 
@@ -143,7 +144,7 @@ class Runner {
 
   EngineArgs engine_args(int B, int tokens, int budget, UseGraphs graphs) const {
     const int blocks_per_seq = (tokens + o_.kv_block_size - 1) / o_.kv_block_size;
-    return {.max_num_seqs = B,
+    EngineArgs a{.max_num_seqs = B,
             .max_num_batched_tokens = std::max(budget, B),
             .max_model_len = tokens,
             .kv_block_size = o_.kv_block_size,
@@ -153,6 +154,8 @@ class Runner {
             .kv_cache_dtype = o_.kv_cache_dtype,
             .speculative = o_.speculative,
             .spec_acceptance_rate = o_.spec_acceptance_rate};
+    a.moe_activation = o_.moe_activation;
+    return a;
   }
 
   // An engine for B sequences of `tokens` positions each; the row is skipped when its KV cache and
@@ -199,12 +202,12 @@ class Runner {
     MX_ASSIGN(engine_, Engine::create(m_, engine_args(B, depth + 2, B, UseGraphs::No)));
     MX_TRY(engine_->fill_cache_random(11));
     MX_TRY(run_requests(B, depth, 1, 1).status());  // warm-up
-    ops::set_profiling(true);
+    engine_->context().set_profiling(true);
     auto s = run_requests(B, depth, 1, 1);
-    ops::set_profiling(false);
+    engine_->context().set_profiling(false);
     MX_TRY(s.status());
     rep.profile_step_us = *s * 1e6;
-    rep.profile = ops::take_profile();
+    rep.profile = engine_->context().take_profile();
     for (auto& p : rep.profile)
       if (p.name.starts_with("attention")) p.bytes += kv_step_bytes(c_, depth, o_.kv_cache_dtype) * B;
     engine_.reset();

@@ -27,6 +27,7 @@ struct BenchOptions {
   UseGraphs graphs = UseGraphs::Yes;
   int kv_block_size = 16;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // fp8: random E4M3 bytes with scales 1
+  ops::MoeActivation moe_activation = ops::MoeActivation::BF16;  // --moe-activation
   SpeculativeConfig speculative;  // decode tests speculate (--speculative-config)
   // Forced acceptance (--spec-acceptance-rate, EngineArgs::spec_acceptance_rate): every round
   // drafts k tokens and accepts each with this probability; < 0: the target's samples decide.

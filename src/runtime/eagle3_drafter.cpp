@@ -18,13 +18,13 @@ Tensor flat(Tensor t) {
 
 }  // namespace
 
-Result<std::unique_ptr<Eagle3Drafter>> Eagle3Drafter::create(const Eagle3Draft& draft, Device device,
-                                                             const Args& args) {
+Result<std::unique_ptr<Eagle3Drafter>> Eagle3Drafter::create(ops::Context& cx, const Eagle3Draft& draft,
+                                                             Device device, const Args& args) {
   MX_CHECK(args.seats > 0 && args.max_tokens >= args.seats && args.max_blocks > 0 && args.num_blocks > 0 &&
                args.block_size > 0 && args.k > 0,
            "eagle3 drafter: bad sizes (seats {}, tokens {}, blocks {} x {}, k {})", args.seats, args.max_tokens,
            args.num_blocks, args.block_size, args.k);
-  std::unique_ptr<Eagle3Drafter> d(new Eagle3Drafter(draft, device, args));
+  std::unique_ptr<Eagle3Drafter> d(new Eagle3Drafter(cx, draft, device, args));
   MX_TRY(d->allocate());
   return d;
 }
@@ -53,6 +53,16 @@ Status Eagle3Drafter::allocate() {
   MX_TRY(make(hidden_[0], act, {T, D}));
   MX_TRY(make(hidden_[1], act, {R, D}));
   MX_ASSIGN(Eagle3Workspace ws, Eagle3Workspace::create(c, device_, int(T), int(R)));
+  // The draft's largest calls: pass 1 over T tokens, its fc (the widest input), the MLP, R logit rows.
+  const ops::CallShapes shapes{.max_tokens = T,
+                               .max_rows = R,
+                               .max_in_features = std::max<int64_t>({c.fc_in(), D, int64_t(c.num_attention_heads) * c.head_dim,
+                                                                     c.intermediate_size}),
+                               .max_keys = int64_t(args_.max_blocks) * args_.block_size,
+                               .hidden = D,
+                               .heads = c.num_attention_heads,
+                               .kv_heads = c.num_key_value_heads};
+  MX_TRY(cx_.reserve_scratch(cx_.scratch_bytes_for(shapes)));
   ws_ = std::make_unique<Eagle3Workspace>(std::move(ws));
   // Greedy rows: temperature 0 (the other settings unused); seeds and draw positions zero.
   std::vector<float> params(size_t(R * 4), 0.0f);
@@ -89,10 +99,10 @@ Status Eagle3Drafter::set_table(int seat, const std::vector<int32_t>& table, int
 }
 
 Status Eagle3Drafter::greedy(int64_t R, int j) {
-  MX_TRY(ops::sample({.logits = logits_.rows(0, R), .params = params_.rows(0, R), .seeds = seeds_.rows(0, R),
+  MX_TRY(ops::sample(cx_, {.logits = logits_.rows(0, R), .params = params_.rows(0, R), .seeds = seeds_.rows(0, R),
                       .positions = draw_.rows(0, R), .ids = ids_.rows(0, R)}));
-  MX_TRY(ops::copy_async(flat(draft_ids_.rows(j, 1)).rows(0, R), ids_.rows(0, R)));
-  return ops::take_prev_tokens({.tokens = step_tokens_.rows(0, R), .from = ids_.rows(0, R), .prev = d2t_dev_});
+  MX_TRY(ops::copy_async(cx_, flat(draft_ids_.rows(j, 1)).rows(0, R), ids_.rows(0, R)));
+  return ops::take_prev_tokens(cx_, {.tokens = step_tokens_.rows(0, R), .from = ids_.rows(0, R), .prev = d2t_dev_});
 }
 
 Status Eagle3Drafter::run(const Tensor& aux, std::span<const Pass> passes) {
@@ -143,13 +153,13 @@ Status Eagle3Drafter::run(const Tensor& aux, std::span<const Pass> passes) {
     st[o2 + 2 * Rm + r] = seats[size_t(rows[size_t(r)])];
     st[o2 + 3 * Rm + r] = int32_t(r);
   }
-  MX_TRY(ops::copy_async(staged_, Tensor(st, DType::I32, {o2 + 4 * Rm})));
+  MX_TRY(ops::copy_async(cx_, staged_, Tensor(st, DType::I32, {o2 + 4 * Rm})));
   auto part = [&](int64_t at, int64_t n) { return staged_.rows(at, n); };
   const Tensor feat_rows = part(3 * cap, T), logit_rows = part(o2, R);
-  MX_TRY(ops::gather_rows({.x = aux, .rows = feat_rows, .out = features_.rows(0, T)}));
+  MX_TRY(ops::gather_rows(cx_, {.x = aux, .rows = feat_rows, .out = features_.rows(0, T)}));
   const ops::TokenBatch batch{.positions = part(cap, T), .seq_index = part(2 * cap, T), .block_tables = tables_};
   const bool uses_fc = draft_.config.use_aux_hidden_state;
-  MX_TRY(eagle3_step(draft_, *ws_, {.tokens = part(0, T), .features = uses_fc ? features_.rows(0, T) : Tensor(),
+  MX_TRY(eagle3_step(cx_, draft_, *ws_, {.tokens = part(0, T), .features = uses_fc ? features_.rows(0, T) : Tensor(),
                                     .hidden = uses_fc ? Tensor() : features_.rows(0, T), .batch = batch, .cache = cache_,
                                     .logit_rows = logit_rows, .logits = logits_.rows(0, R),
                                     .hidden_out = hidden_[0].rows(0, T), .kv_only = R == 0}));
@@ -158,14 +168,14 @@ Status Eagle3Drafter::run(const Tensor& aux, std::span<const Pass> passes) {
   // Steps 2..: one row per drafting sequence, all on the device: the draft before (its target id),
   // the next position, the hidden state its row handed on (updated in place).
   const Tensor h = hidden_[1].rows(0, R), pos2 = part(o2 + Rm, R);
-  MX_TRY(ops::gather_rows({.x = hidden_[0].rows(0, T), .rows = logit_rows, .out = h}));
+  MX_TRY(ops::gather_rows(cx_, {.x = hidden_[0].rows(0, T), .rows = logit_rows, .out = h}));
   const ops::TokenBatch b2{.positions = pos2, .seq_index = part(o2 + 2 * Rm, R), .block_tables = tables_};
   for (int j = 1; j < steps; ++j) {
-    MX_TRY(eagle3_step(draft_, *ws_, {.tokens = step_tokens_.rows(0, R), .hidden = h, .batch = b2, .cache = cache_,
+    MX_TRY(eagle3_step(cx_, draft_, *ws_, {.tokens = step_tokens_.rows(0, R), .hidden = h, .batch = b2, .cache = cache_,
                                       .logit_rows = part(o2 + 3 * Rm, R), .logits = logits_.rows(0, R),
                                       .hidden_out = h}));
     MX_TRY(greedy(R, j));
-    MX_TRY(ops::add_i32({.x = pos2, .value = 1}));
+    MX_TRY(ops::add_i32(cx_, {.x = pos2, .value = 1}));
   }
   std::vector<int32_t> ids(size_t(steps * Rm));  // rows of Rm (the seats), the first R used
   MX_TRY(ops::copy(Tensor(ids.data(), DType::I32, {int64_t(steps), Rm}), draft_ids_.rows(0, steps)));

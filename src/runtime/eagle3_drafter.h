@@ -28,7 +28,10 @@ class Eagle3Drafter {
     int block_size = 0;
     int k = 0;            // draft tokens per round at most
   };
-  static Result<std::unique_ptr<Eagle3Drafter>> create(const Eagle3Draft& draft, Device device, const Args& args);
+  // Runs on the target's context `cx` (its stream: drafts are ordered after the target's step),
+  // whose scratch it grows for the draft's largest call; cx must outlive the drafter.
+  static Result<std::unique_ptr<Eagle3Drafter>> create(ops::Context& cx, const Eagle3Draft& draft, Device device,
+                                                       const Args& args);
 
   // One sequence's part of the step just collected.
   struct Pass {
@@ -48,13 +51,15 @@ class Eagle3Drafter {
   const Eagle3Draft& draft() const { return draft_; }
 
  private:
-  Eagle3Drafter(const Eagle3Draft& draft, Device device, const Args& args) : draft_(draft), device_(device), args_(args) {}
+  Eagle3Drafter(ops::Context& cx, const Eagle3Draft& draft, Device device, const Args& args)
+      : cx_(cx), draft_(draft), device_(device), args_(args) {}
   Status allocate();
   Status set_table(int seat, const std::vector<int32_t>& table, int64_t last_position);
   // Greedy draft ids of the R logit rows into row j of draft_ids_, and their target ids into
   // step_tokens_ (the next step's tokens).
   Status greedy(int64_t R, int j);
 
+  ops::Context& cx_;
   const Eagle3Draft& draft_;
   Device device_;
   Args args_;

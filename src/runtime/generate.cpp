@@ -24,16 +24,17 @@ Result<int32_t> sample_row(std::span<const float> logits, const SamplingParams& 
   std::vector<float> row(logits.begin(), logits.end());
   const int64_t V = int64_t(row.size());
   const Tensor t(row.data(), DType::F32, {1, V});
+  ops::Context cx;  // the row is on the host: the CPU reference samples it
   if (rows.any_entries) {
     std::vector<float> saved(rows.entries.size());
-    MX_TRY(ops::logits_process({.logits = t,
+    MX_TRY(ops::logits_process(cx, {.logits = t,
                                 .penalties = Tensor(rows.penalties.data(), DType::F32, {1, 3}),
                                 .offsets = Tensor(rows.offsets.data(), DType::I32, {2}),
                                 .entries = Tensor(rows.entries.data(), DType::I32, {int64_t(rows.entries.size()), 4}),
                                 .saved = Tensor(saved.data(), DType::F32, {int64_t(saved.size())})}));
   }
   int32_t id = 0;
-  MX_TRY(ops::sample({.logits = t,
+  MX_TRY(ops::sample(cx, {.logits = t,
                       .params = Tensor(rows.params.data(), DType::F32, {1, 4}),
                       .seeds = Tensor(rows.seeds.data(), DType::I32, {1}),
                       .positions = Tensor(rows.draw_positions.data(), DType::I32, {1}),
@@ -68,6 +69,8 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
                                          .max_seqs = 1,
                                          .max_call_tokens = chunk}));
   MX_ASSIGN(Workspace ws, Workspace::create(c, dev, chunk, max_rows));
+  MX_ASSIGN(auto cx, ops::Context::create(dev));
+  MX_TRY(cx->reserve_scratch(cx->scratch_bytes_for(forward_call_shapes(c, chunk, max_rows, total, false))));
   MX_ASSIGN(BatchStaging st, BatchStaging::create(dev, chunk, 1, blocks, max_rows, c.vocab_size));
   std::vector<int32_t> table;
   MX_TRY(kv.reserve(table, total));
@@ -85,7 +88,7 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
     for (int64_t i = 0; i < n; ++i) hb.positions.push_back(int32_t(start + i));
     hb.seq_index.assign(size_t(n), 0);
     MX_ASSIGN(ForwardArgs a, st.stage(hb, kv));
-    MX_TRY(forward(model, ws, a));
+    MX_TRY(forward(*cx, model, ws, a));
     if (!rows.empty()) MX_TRY(st.read_logits(int64_t(rows.size()), logits));
     if (all_rows) r.all_prompt_logits.insert(r.all_prompt_logits.end(), logits.begin(), logits.end());
   }
@@ -113,7 +116,7 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
     const HostBatch hb{.tokens = {tok}, .positions = {int32_t(P + step)}, .seq_index = {0}, .tables = {table},
                        .logit_rows = {0}};
     MX_ASSIGN(ForwardArgs a, st.stage(hb, kv));
-    MX_TRY(forward(model, ws, a));
+    MX_TRY(forward(*cx, model, ws, a));
     MX_TRY(st.read_logits(1, logits));
     last_row = std::span<const float>(logits.data(), V);
   }

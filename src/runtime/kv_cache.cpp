@@ -131,23 +131,23 @@ Result<std::vector<float>> KvCache::read_scales() const {
   return host;
 }
 
-Status KvCache::fill_random(uint64_t seed) {
+Status KvCache::fill_random(ops::Context& cx, uint64_t seed) {
   for (const ops::KvLayer& layer : layers_) {
     for (const auto& [t, s] : {std::pair{layer.k, seed}, std::pair{layer.v, seed + 1}}) {
       if (!layer.fp8()) {
-        MX_TRY(ops::fill_random({.out = t, .seed = s, .scale = 1.0f}));
+        MX_TRY(ops::fill_random(cx, {.out = t, .seed = s, .scale = 1.0f}));
         continue;
       }
       Tensor bytes = t;  // the E4M3 codes as bytes
       bytes.dtype = DType::U8;
-      MX_TRY(ops::fill_random({.out = bytes, .seed = s, .byte_lo = 0, .byte_hi = kFp8RandomMaxByte}));
+      MX_TRY(ops::fill_random(cx, {.out = bytes, .seed = s, .byte_lo = 0, .byte_hi = kFp8RandomMaxByte}));
     }
   }
   if (dtype_ == KvCacheDtype::Fp8) {
     MX_TRY(set_scales(1.0f, 1.0f));
     mark_calibrated();
   }
-  return ops::synchronize(device_);
+  return ops::synchronize(cx);
 }
 
 Status KvCache::reserve(std::vector<int32_t>& table, int64_t tokens) {

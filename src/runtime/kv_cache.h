@@ -76,7 +76,7 @@ class KvCache {
   Result<std::vector<float>> read_scales() const;  // (L, 2): K, V of each layer; FP8 only
   // bench: fills every block with random values (a context of some depth; FP8: bytes 0x00-0x3f,
   // finite and non-negative, with scales 1, which counts as calibrated).
-  Status fill_random(uint64_t seed);
+  Status fill_random(ops::Context& cx, uint64_t seed);  // on cx's stream, then waits for it
 
   // Makes `table` hold enough blocks for `tokens` positions (and gives a new sequence its ring);
   // fails (changing nothing) when a pool has too few free blocks.

@@ -100,6 +100,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
   }
   MX_ASSIGN(KvCache kv, KvCache::create(model.rank_config(), dev, kv_args));
   std::unique_ptr<Engine> e(new Engine(model, a, std::make_unique<KvCache>(std::move(kv))));
+  MX_ASSIGN(e->cx_, ops::Context::create(dev, {.moe_activation = a.moe_activation}));
+  for (const auto& line : ops::dispatch_summary(*e->cx_)) log_info("dispatch: {}", line);
   std::vector<int> aux_boundaries;
   if (a.speculative.enabled() && a.speculative.method == SpecMethod::Eagle3 && !a.draft_proposer) {
     MX_CHECK(model.tp_size() == 1, "--speculative-config eagle3 with --tensor-parallel-size {}: not supported yet",
@@ -119,7 +121,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
     e->peer_kv_.push_back(std::make_unique<KvCache>(std::move(pkv)));
     peer_kv.push_back(e->peer_kv_.back().get());
   }
-  MX_ASSIGN(e->runner_, StepRunner::create(model, *e->kv_,
+  MX_ASSIGN(e->runner_, StepRunner::create(*e->cx_, model, *e->kv_,
                                            {.max_tokens = a.max_num_batched_tokens,
                                             .max_rows = max_step_rows(a),
                                             .seats = a.max_num_seqs,
@@ -128,7 +130,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
                                             .aux_boundaries = aux_boundaries},
                                            peer_kv));
   if (e->draft_model_) {
-    MX_ASSIGN(e->drafter_, Eagle3Drafter::create(*e->draft_model_, dev,
+    MX_ASSIGN(e->drafter_, Eagle3Drafter::create(*e->cx_, *e->draft_model_, dev,
                                                  {.seats = a.max_num_seqs,
                                                   .max_tokens = a.max_num_batched_tokens,
                                                   .max_blocks = blocks_per_seq + 1,
@@ -136,7 +138,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const EngineA
                                                   .block_size = a.kv_block_size,
                                                   .k = a.speculative.num_speculative_tokens}));
   }
-  // The warm-up runs on the loop thread, whose scratch (per thread) it sizes.
+  // The warm-up (a prefill-sized and a decode-sized step) runs on the loop thread, which runs every
+  // later step on the same context: a scratch reserved too small fails here, not under load.
   const bool warm = a.warmup == Warmup::Yes && dev == Device::CUDA;
   std::promise<Status> warmed;
   auto ready = warmed.get_future();
@@ -226,9 +229,12 @@ Status Engine::warm_up() {
 }
 
 Status Engine::fill_cache_random(uint64_t seed) {
-  MX_TRY(kv_->fill_random(seed));
-  for (size_t r = 0; r < peer_kv_.size(); ++r) {
-    MX_TRY(ops::on_gpu(model_.weights.device, int(r) + 1, [&] { return peer_kv_[r]->fill_random(seed + r + 1); }));
+  MX_TRY(kv_->fill_random(*cx_, seed));
+  for (size_t r = 0; r < peer_kv_.size(); ++r) {  // on rank r + 1's GPU, with a context of its own there
+    MX_TRY(ops::on_gpu(model_.weights.device, int(r) + 1, [&]() -> Status {
+      MX_ASSIGN(auto peer_cx, ops::Context::create(model_.weights.device));
+      return peer_kv_[r]->fill_random(*peer_cx, seed + r + 1);
+    }));
   }
   return ok_status();
 }

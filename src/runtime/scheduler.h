@@ -66,6 +66,7 @@ struct EngineArgs {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype: act, or fp8 e4m3 (1 byte per element)
   std::optional<std::array<float, 2>> kv_scales;     // --kv-scale (K, V), fp8 only; none: the first prefill's
   SpeculativeConfig speculative;                     // --speculative-config; off by default
+  ops::MoeActivation moe_activation = ops::MoeActivation::BF16;  // --moe-activation (the prefill MoE GEMMs)
   // Tests: proposes the drafts instead of the config's method (which still gives k and the batch
   // limit).
   std::shared_ptr<const DraftProposer> draft_proposer;
@@ -118,6 +119,9 @@ class Engine {
   // The KV layout chosen at creation, one line (for the start-up log).
   std::string kv_summary() const;
   const KvCache& kv_cache() const { return *kv_; }  // tests; its scale state changes on the engine thread
+  // The ops' context of rank 0 (its stream, scratch, settings and profiler); the ops run on the
+  // engine's thread. bench profiles through it; the dispatch lines are made from it.
+  ops::Context& context() const { return *cx_; }
 
  private:
   Engine(const Model& model, const EngineArgs& args, std::unique_ptr<KvCache> kv);
@@ -154,6 +158,7 @@ class Engine {
 
   const Model& model_;
   EngineArgs args_;
+  std::unique_ptr<ops::Context> cx_;  // before the runner and drafter that use it
   std::unique_ptr<KvCache> kv_;
   std::vector<std::unique_ptr<KvCache>> peer_kv_;  // tensor-parallel ranks 1..N-1 (same blocks as kv_)
   BlockManager blocks_;  // over kv_

@@ -61,20 +61,21 @@ struct StepRunner::Views {
   Tensor ids, logprob, lse, top_ids, top_lp;
 };
 
-StepRunner::StepRunner(const Model& model, const KvCache& kv, const StepRunnerArgs& args)
-    : model_(model), kv_(kv), args_(args), device_(model.weights.device), buckets_(heuristics::decode_buckets(args.max_rows)) {}
+StepRunner::StepRunner(ops::Context& cx, const Model& model, const KvCache& kv, const StepRunnerArgs& args)
+    : cx_(cx), model_(model), kv_(kv), args_(args), device_(model.weights.device),
+      buckets_(heuristics::decode_buckets(args.max_rows)) {}
 
 StepRunner::~StepRunner() {
   while (!launched_.empty()) (void)collect();  // the device must be done with the buffers
   followers_.reset();  // after rank 0's steps are done, every rank's are
 }
 
-Result<std::unique_ptr<StepRunner>> StepRunner::create(const Model& model, const KvCache& kv,
+Result<std::unique_ptr<StepRunner>> StepRunner::create(ops::Context& cx, const Model& model, const KvCache& kv,
                                                        const StepRunnerArgs& args, std::vector<const KvCache*> peer_kv) {
   MX_CHECK(args.max_tokens >= args.max_rows && args.max_rows >= 1 && args.seats >= 1 && args.max_blocks >= 1,
            "step runner: bad limits (tokens {}, rows {}, seats {}, blocks {})", args.max_tokens, args.max_rows,
            args.seats, args.max_blocks);
-  std::unique_ptr<StepRunner> r(new StepRunner(model, kv, args));
+  std::unique_ptr<StepRunner> r(new StepRunner(cx, model, kv, args));
   if (model.tp_size() > 1) {
     const ops::CollectiveShape shape{.max_tokens = args.max_tokens,
                                      .width = model.config.hidden_size,
@@ -84,17 +85,17 @@ Result<std::unique_ptr<StepRunner>> StepRunner::create(const Model& model, const
     log_info("tensor parallelism: {}", ops::describe_collectives(model.weights.device, model.tp_size()));
     r->tp_ = collectives[0];
     MX_TRY(r->allocate());
-    MX_ASSIGN(r->followers_, TpFollowers::start(model, peer_kv, args, collectives));
+    MX_ASSIGN(r->followers_, TpFollowers::start(model, peer_kv, args, collectives, cx.moe_activation()));
     return r;
   }
   MX_TRY(r->allocate());
   return r;
 }
 
-Result<std::unique_ptr<StepRunner>> StepRunner::create_follower(const Model& model, const KvCache& kv,
-                                                                const StepRunnerArgs& args,
+Result<std::unique_ptr<StepRunner>> StepRunner::create_follower(ops::Context& cx, const Model& model,
+                                                                const KvCache& kv, const StepRunnerArgs& args,
                                                                 std::shared_ptr<ops::Collective> tp) {
-  std::unique_ptr<StepRunner> r(new StepRunner(model, kv, args));
+  std::unique_ptr<StepRunner> r(new StepRunner(cx, model, kv, args));
   r->tp_ = std::move(tp);
   r->samples_ = false;
   MX_TRY(r->allocate());
@@ -103,6 +104,10 @@ Result<std::unique_ptr<StepRunner>> StepRunner::create_follower(const Model& mod
 
 Status StepRunner::allocate() {
   const ModelConfig& c = model_.config;
+  // The ops' scratch for this engine's largest step, before any graph holds its address.
+  const int64_t max_keys = int64_t(args_.max_blocks) * kv_.block_size();
+  MX_TRY(cx_.reserve_scratch(cx_.scratch_bytes_for(
+      forward_call_shapes(model_.rank_config(), args_.max_tokens, args_.max_rows, max_keys, kv_.dtype() == KvCacheDtype::Fp8))));
   MX_ASSIGN(Workspace ws, Workspace::create(model_.rank_config(), device_, args_.max_tokens, args_.max_rows));
   ws_ = std::make_unique<Workspace>(std::move(ws));
   arena_ = std::make_unique<Arena>();
@@ -276,34 +281,31 @@ StepRunner::Views StepRunner::views(int64_t T, int64_t R, bool all_rows, int64_t
 
 // Everything a step runs on the device, in stream order (what a graph captures).
 Status StepRunner::device_step(const Views& v, bool logprobs, bool entries) {
-  if (!v.table_updates.tables.empty()) MX_TRY(ops::apply_table_updates(v.table_updates));
-  if (!v.window_updates.tables.empty()) MX_TRY(ops::apply_table_updates(v.window_updates));
-  if (tp_) MX_TRY(ops::broadcast(*tp_, arena_->R, device_));  // rank 0's previous samples, for take_prev_tokens
-  MX_TRY(ops::take_prev_tokens(v.prev));
-  MX_TRY(forward(model_, *ws_, v.fa));
+  if (!v.table_updates.tables.empty()) MX_TRY(ops::apply_table_updates(cx_, v.table_updates));
+  if (!v.window_updates.tables.empty()) MX_TRY(ops::apply_table_updates(cx_, v.window_updates));
+  if (tp_) MX_TRY(ops::broadcast(cx_, *tp_, arena_->R, device_));  // rank 0's previous samples, for take_prev_tokens
+  MX_TRY(ops::take_prev_tokens(cx_, v.prev));
+  MX_TRY(forward(cx_, model_, *ws_, v.fa));
   if (!samples_) return ok_status();
   if (logprobs)
-    MX_TRY(ops::logprobs_topk({.logits = v.fa.logits, .rows_k = v.rows_k, .lse = v.lse, .top_ids = v.top_ids,
+    MX_TRY(ops::logprobs_topk(cx_, {.logits = v.fa.logits, .rows_k = v.rows_k, .lse = v.lse, .top_ids = v.top_ids,
                                .top_logprobs = v.top_lp}));
   if (entries)
-    MX_TRY(ops::logits_process({.logits = v.fa.logits, .penalties = v.penalties, .offsets = v.offsets,
+    MX_TRY(ops::logits_process(cx_, {.logits = v.fa.logits, .penalties = v.penalties, .offsets = v.offsets,
                                 .entries = v.entries, .saved = v.saved}));
-  MX_TRY(ops::sample({.logits = v.fa.logits, .params = v.params, .seeds = v.seeds, .positions = v.draw, .ids = v.ids}));
+  MX_TRY(ops::sample(cx_, {.logits = v.fa.logits, .params = v.params, .seeds = v.seeds, .positions = v.draw, .ids = v.ids}));
   if (logprobs)
-    MX_TRY(ops::logprobs_chosen({.logits = v.fa.logits, .offsets = v.offsets, .entries = v.entries, .saved = v.saved,
+    MX_TRY(ops::logprobs_chosen(cx_, {.logits = v.fa.logits, .offsets = v.offsets, .entries = v.entries, .saved = v.saved,
                                  .ids = v.ids, .rows_k = v.rows_k, .lse = v.lse, .logprobs = v.logprob}));
   return ok_status();
 }
 
-// A decode bucket replays its graph (captured on first use, after one eager run that sizes the ops'
-// scratch); anything else runs eagerly.
+// A decode bucket replays its graph (captured on first use, after one eager run that loads the
+// kernels and picks cuBLASLt's algorithms); anything else runs eagerly. The graphs hold the
+// context's scratch address, which never moves (reserved once in create()).
 Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) {
   MX_CHECK(!graph || !v.fa.calibrate_kv, "step runner: a calibrating step cannot be captured or replayed");
   if (!graph || graphs_failed_) return device_step(v, logprobs, entries);
-  if (ops::scratch_generation() != graphs_generation_) {  // the graphs hold the old scratch address
-    graphs_.clear();
-    graphs_generation_ = ops::scratch_generation();
-  }
   const auto key = std::make_tuple(v.fa.tokens.dim(0), int(v.fa.tokens.dim(0) / std::max<int64_t>(v.fa.batch.num_seqs, 1)),
                                    logprobs, entries);
   if (auto it = graphs_.find(key); it != graphs_.end()) {
@@ -311,12 +313,8 @@ Status StepRunner::run(const Views& v, bool logprobs, bool entries, bool graph) 
     return it->second.replay();
   }
   MX_TRY(device_step(v, logprobs, entries));
-  if (ops::scratch_generation() != graphs_generation_) {
-    graphs_.clear();
-    graphs_generation_ = ops::scratch_generation();
-  }
   // The graph reads every input from the staged buffers, which each launch refills before replaying.
-  auto g = ops::StepGraph::capture(device_, [this, v, logprobs, entries] { return device_step(v, logprobs, entries); });
+  auto g = ops::StepGraph::capture(cx_, [this, v, logprobs, entries] { return device_step(v, logprobs, entries); });
   if (!g.ok()) {
     log_warn("decode steps stay eager: {}", g.status().message());
     graphs_failed_ = true;
@@ -361,15 +359,15 @@ Status StepRunner::launch_packed(const StepBatch& b, int64_t T, int64_t R, int64
   const SampleRows& s = b.sampling;
   const int q = b.tokens_per_seq;
   Arena& a = *arena_;
-  MX_TRY(ops::copy_async(a.dev_in.view(DType::I32, {int64_t(a.in.total)}),
+  MX_TRY(ops::copy_async(cx_, a.dev_in.view(DType::I32, {int64_t(a.in.total)}),
                          Tensor(a.host_in[slot].data(), DType::I32, {int64_t(a.in.total)})));
   if (!s.entries.empty())
-    MX_TRY(ops::copy_async(a.dev_entries.view(DType::I32, {int64_t(s.entries.size()) * 4}),
+    MX_TRY(ops::copy_async(cx_, a.dev_entries.view(DType::I32, {int64_t(s.entries.size()) * 4}),
                            Tensor(a.host_entries[slot].data(), DType::I32, {int64_t(s.entries.size()) * 4})));
   for (int k = 0; k < 2; ++k) {
     const std::vector<int32_t>& u = k == 0 ? b.table_updates : b.window_updates;
     if (!u.empty())
-      MX_TRY(ops::copy_async(a.dev_updates[k].view(DType::I32, {int64_t(u.size())}),
+      MX_TRY(ops::copy_async(cx_, a.dev_updates[k].view(DType::I32, {int64_t(u.size())}),
                              Tensor(a.host_updates[k][slot].data(), DType::I32, {int64_t(u.size())})));
   }
   Views v = views(T, R, q > 0, seqs);
@@ -378,9 +376,9 @@ Status StepRunner::launch_packed(const StepBatch& b, int64_t T, int64_t R, int64
   // The ids, or everything up to the last row's top logprobs (the areas are laid out for a.R rows).
   const int64_t out_words = s.any_logprobs ? (3 + ops::kMaxTopLogprobs) * a.R + R * ops::kMaxTopLogprobs : R;
   if (samples_)
-    MX_TRY(ops::copy_async(Tensor(a.host_out[slot].data(), DType::I32, {out_words}),
+    MX_TRY(ops::copy_async(cx_, Tensor(a.host_out[slot].data(), DType::I32, {out_words}),
                            a.dev_out.view(DType::I32, {out_words})));
-  MX_TRY(a.done[slot].record());
+  MX_TRY(a.done[slot].record(cx_));
   launched_.push_back({.slot = slot,
                        .rows = samples_ ? s.rows() : 0,
                        .logprobs = samples_ && s.any_logprobs,

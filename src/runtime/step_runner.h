@@ -69,10 +69,12 @@ class StepRunner {
   // With a model split over N ranks (model.tp_size() > 1), `peer_kv` holds ranks 1..N-1's caches:
   // the runner makes the group's collectives and a follower thread per rank, which replays every
   // launched step on its GPU; rank 0 (this runner) alone samples.
-  static Result<std::unique_ptr<StepRunner>> create(const Model& model, const KvCache& kv, const StepRunnerArgs& args,
-                                                    std::vector<const KvCache*> peer_kv = {});
+  // The runner's ops run on `cx`, which must outlive it; it reserves cx's scratch for its largest
+  // step before any graph is captured.
+  static Result<std::unique_ptr<StepRunner>> create(ops::Context& cx, const Model& model, const KvCache& kv,
+                                                    const StepRunnerArgs& args, std::vector<const KvCache*> peer_kv = {});
   // Rank r > 0 of a group: runs each step's forward with `tp` and does not sample.
-  static Result<std::unique_ptr<StepRunner>> create_follower(const Model& model, const KvCache& kv,
+  static Result<std::unique_ptr<StepRunner>> create_follower(ops::Context& cx, const Model& model, const KvCache& kv,
                                                              const StepRunnerArgs& args,
                                                              std::shared_ptr<ops::Collective> tp);
   ~StepRunner();
@@ -93,7 +95,7 @@ class StepRunner {
   uint64_t graph_captures() const { return captures_; }
 
  private:
-  StepRunner(const Model& model, const KvCache& kv, const StepRunnerArgs& args);
+  StepRunner(ops::Context& cx, const Model& model, const KvCache& kv, const StepRunnerArgs& args);
   struct Arena;  // device and pinned host buffers of the step's inputs and outputs
   struct Views;  // the arena's tensors sized for one step
   Status allocate();
@@ -103,6 +105,7 @@ class StepRunner {
   Status run(const Views& v, bool logprobs, bool entries, bool graph);
   Views views(int64_t T, int64_t R, bool all_rows, int64_t num_seqs) const;
 
+  ops::Context& cx_;
   const Model& model_;
   const KvCache& kv_;
   StepRunnerArgs args_;
@@ -114,7 +117,6 @@ class StepRunner {
   std::unique_ptr<Arena> arena_;
   std::vector<int> buckets_;
   std::map<std::tuple<int64_t, int, bool, bool>, ops::StepGraph> graphs_;  // (tokens, per seq, logprobs, entries)
-  uint64_t graphs_generation_ = 0;
   bool graphs_failed_ = false;
   uint64_t replays_ = 0, captures_ = 0;
 

@@ -16,7 +16,8 @@ void tp_rank_failed(int rank, const Status& st) {
 
 Result<std::unique_ptr<TpFollowers>> TpFollowers::start(const Model& model, const std::vector<const KvCache*>& peer_kv,
                                                          const StepRunnerArgs& args,
-                                                         const std::vector<std::shared_ptr<ops::Collective>>& collectives) {
+                                                         const std::vector<std::shared_ptr<ops::Collective>>& collectives,
+                                                         ops::MoeActivation moe_activation) {
   const int n = model.tp_size();
   MX_CHECK(int(model.tp.peers.size()) == n - 1 && int(peer_kv.size()) == n - 1 && int(collectives.size()) == n,
            "tensor parallelism: {} ranks with {} peer models, {} peer caches, {} collectives", n, model.tp.peers.size(),
@@ -29,12 +30,17 @@ Result<std::unique_ptr<TpFollowers>> TpFollowers::start(const Model& model, cons
     auto ready = made.get_future();
     Rank* self = rank.get();
     rank->thread = std::thread([self, &made, r, dev, m = model.tp.peers[size_t(r - 1)].get(), kv = peer_kv[size_t(r - 1)],
-                                args, tp = collectives[size_t(r)]] {
-      ops::exclude_thread_from_profile();
+                                args, tp = collectives[size_t(r)], moe_activation] {
       Status st = ops::use_gpu(dev, r);
+      std::unique_ptr<ops::Context> cx;  // outlives the runner
       std::unique_ptr<StepRunner> runner;
       if (st.ok()) {
-        auto created = StepRunner::create_follower(*m, *kv, args, tp);
+        auto made_cx = ops::Context::create(dev, {.moe_activation = moe_activation});
+        if (made_cx.ok()) cx = std::move(*made_cx);
+        else st = made_cx.status();
+      }
+      if (st.ok()) {
+        auto created = StepRunner::create_follower(*cx, *m, *kv, args, tp);
         if (created.ok()) runner = std::move(*created);
         else st = created.status();
       }

@@ -26,10 +26,12 @@ namespace mx {
 class TpFollowers {
  public:
   // Starts ranks 1..N-1 (model.tp.peers, peer_kv, collectives[1..]) and returns once each has made
-  // its runner, or with the first rank's error.
+  // its runner, or with the first rank's error. Each rank's thread makes its own ops::Context on
+  // its GPU (with rank 0's --moe-activation), never profiled: rank 0 alone is timed.
   static Result<std::unique_ptr<TpFollowers>> start(const Model& model, const std::vector<const KvCache*>& peer_kv,
                                                     const StepRunnerArgs& args,
-                                                    const std::vector<std::shared_ptr<ops::Collective>>& collectives);
+                                                    const std::vector<std::shared_ptr<ops::Collective>>& collectives,
+                                                    ops::MoeActivation moe_activation);
   ~TpFollowers();  // each rank finishes the steps it was given, then its thread ends
 
   void launch(const StepBatch& b);  // every rank launches b

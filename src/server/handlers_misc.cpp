@@ -109,7 +109,7 @@ void handle_server_info(ServerContext& ctx, const httplib::Request&, httplib::Re
             {{"model", ctx.args.served_model_name}, {"root", m.path.string()},
              {"backend", m.weights.device == Device::CUDA ? "cuda" : "cpu"}, {"weight_bytes", m.weights.bytes},
              {"max_model_len", ctx.engine->max_model_len()}, {"created", ctx.created}, {"config", config},
-             {"dispatch", ops::dispatch_summary(m.weights.device)}, {"kv_layout", ctx.engine->kv_summary()},
+             {"dispatch", ops::dispatch_summary(ctx.engine->context())}, {"kv_layout", ctx.engine->kv_summary()},
              {"settings", ctx.args.settings}});
 }
 

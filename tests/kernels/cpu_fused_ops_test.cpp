@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "kernels/ops.h"
 #include "test_util.h"
+#include "test_context.h"
 
 namespace mx::test {
 namespace {
@@ -25,15 +26,15 @@ TEST(CpuFused, LinearWithInputNormEqualsRmsNormThenLinear) {
     std::vector<float> w = random_floats(size_t(N * Kin), 3 + Kin, -0.05f, 0.05f);
     std::vector<float> b = random_floats(size_t(N), 4 + Kin);
     std::vector<float> xn(x.size()), ref(size_t(T * N)), got(size_t(T * N));
-    ASSERT_TRUE(ops::rmsnorm({.x = f32(x, {T, Kin}), .weight = f32(nw, {Kin}), .eps = 1e-5f, .out = f32(xn, {T, Kin})})
+    ASSERT_TRUE(ops::rmsnorm(test::ctx(), {.x = f32(x, {T, Kin}), .weight = f32(nw, {Kin}), .eps = 1e-5f, .out = f32(xn, {T, Kin})})
                     .ok());
     // linear takes bf16 weights: pass the same bf16 bytes to both calls.
     std::vector<bf16> wb(w.size()), bb(b.size());
     for (size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
     for (size_t i = 0; i < b.size(); ++i) bb[i] = f32_to_bf16(b[i]);
     const Tensor W(wb.data(), DType::BF16, {N, Kin}), B(bb.data(), DType::BF16, {N});
-    ASSERT_TRUE(ops::linear({.x = f32(xn, {T, Kin}), .w = W, .bias = B, .out = f32(ref, {T, N})}).ok());
-    ASSERT_TRUE(ops::linear({.x = f32(x, {T, Kin}),
+    ASSERT_TRUE(ops::linear(test::ctx(), {.x = f32(xn, {T, Kin}), .w = W, .bias = B, .out = f32(ref, {T, N})}).ok());
+    ASSERT_TRUE(ops::linear(test::ctx(), {.x = f32(x, {T, Kin}),
                              .w = W,
                              .bias = B,
                              .out = f32(got, {T, N}),
@@ -47,9 +48,9 @@ TEST(CpuFused, LinearInputNormContract) {
   std::vector<float> x(8, 1.0f), nw(3, 1.0f), out(8);
   std::vector<bf16> w(16, f32_to_bf16(1.0f));
   const Tensor W(w.data(), DType::BF16, {4, 4});
-  const auto st = ops::linear({.x = f32(x, {2, 4}), .w = W, .out = f32(out, {2, 4}), .norm = {.weight = f32(nw, {3})}});
+  const auto st = ops::linear(test::ctx(), {.x = f32(x, {2, 4}), .w = W, .out = f32(out, {2, 4}), .norm = {.weight = f32(nw, {3})}});
   EXPECT_FALSE(st.ok());  // norm weight of 3 for 4 features
-  const auto alias = ops::linear({.x = f32(x, {2, 4}), .w = W, .out = f32(x, {2, 4}), .norm = {.weight = f32(x, {4})}});
+  const auto alias = ops::linear(test::ctx(), {.x = f32(x, {2, 4}), .w = W, .out = f32(x, {2, 4}), .norm = {.weight = f32(x, {4})}});
   EXPECT_FALSE(alias.ok());  // out aliasing x
 }
 
@@ -75,16 +76,16 @@ TEST(CpuFused, QkvProjectionEqualsLinearThenRopeCache) {
                random_floats(size_t(blocks * B * Hkv * Dh), 36)};
   };
   Out ref = make(), got = make();
-  ASSERT_TRUE(ops::linear({.x = f32(x, {T, D}), .w = W, .bias = Bias, .out = f32(ref.qkv, {T, N}),
+  ASSERT_TRUE(ops::linear(test::ctx(), {.x = f32(x, {T, D}), .w = W, .bias = Bias, .out = f32(ref.qkv, {T, N}),
                            .norm = {.weight = f32(nw, {D})}})
                   .ok());
   auto cache = [&](Out& o) {
     return ops::KvLayer{.k = f32(o.k, {blocks, B, Hkv, Dh}), .v = f32(o.v, {blocks, B, Hkv, Dh})};
   };
-  ASSERT_TRUE(ops::qkv_rope_cache({.qkv = f32(ref.qkv, {T, N}), .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh,
+  ASSERT_TRUE(ops::qkv_rope_cache(test::ctx(), {.qkv = f32(ref.qkv, {T, N}), .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh,
                                    .rope = rope, .batch = batch, .cache = cache(ref)})
                   .ok());
-  ASSERT_TRUE(ops::qkv_projection({.x = f32(x, {T, D}), .norm = {.weight = f32(nw, {D})}, .w = W, .bias = Bias,
+  ASSERT_TRUE(ops::qkv_projection(test::ctx(), {.x = f32(x, {T, D}), .norm = {.weight = f32(nw, {D})}, .w = W, .bias = Bias,
                                    .qkv = f32(got.qkv, {T, N}), .n_heads = H, .n_kv_heads = Hkv, .head_dim = Dh,
                                    .rope = rope, .batch = batch, .cache = cache(got)})
                   .ok());
@@ -113,13 +114,13 @@ TEST(CpuFused, MoeRouterEqualsThreeOps) {
                     std::vector<float>(size_t(T * K)), std::vector<int32_t>(size_t(T * K), -1)};
     };
     Router ref = make(), got = make();
-    ASSERT_TRUE(ops::rmsnorm({.x = f32(x, {T, D}), .weight = f32(nw, {D}), .out = f32(ref.xn, {T, D})}).ok());
-    ASSERT_TRUE(ops::linear({.x = f32(ref.xn, {T, D}), .w = W, .bias = B, .out = f32(ref.logits, {T, E})}).ok());
-    ASSERT_TRUE(ops::router_topk({.logits = f32(ref.logits, {T, E}),
+    ASSERT_TRUE(ops::rmsnorm(test::ctx(), {.x = f32(x, {T, D}), .weight = f32(nw, {D}), .out = f32(ref.xn, {T, D})}).ok());
+    ASSERT_TRUE(ops::linear(test::ctx(), {.x = f32(ref.xn, {T, D}), .w = W, .bias = B, .out = f32(ref.logits, {T, E})}).ok());
+    ASSERT_TRUE(ops::router_topk(test::ctx(), {.logits = f32(ref.logits, {T, E}),
                                   .ids = Tensor(ref.ids.data(), DType::I32, {T, K}),
                                   .weights = f32(ref.weights, {T, K})})
                     .ok());
-    ASSERT_TRUE(ops::moe_router({.x = f32(x, {T, D}),
+    ASSERT_TRUE(ops::moe_router(test::ctx(), {.x = f32(x, {T, D}),
                                  .norm_weight = f32(nw, {D}),
                                  .w = W,
                                  .bias = B,
@@ -147,13 +148,13 @@ TEST(CpuFused, MoeRouterContract) {
                        .logits = f32(logits, {T, E}),
                        .ids = Tensor(ids.data(), DType::I32, {T, K}),
                        .weights = f32(w8, {T, K})};
-  EXPECT_TRUE(ops::moe_router(a).ok());
+  EXPECT_TRUE(ops::moe_router(test::ctx(), a).ok());
   ops::MoeRouterArgs alias = a;
   alias.xn = a.x;
-  EXPECT_FALSE(ops::moe_router(alias).ok());  // xn must not alias x
+  EXPECT_FALSE(ops::moe_router(test::ctx(), alias).ok());  // xn must not alias x
   ops::MoeRouterArgs wide = a;
   wide.logits = f32(logits, {T, E - 1});
-  EXPECT_FALSE(ops::moe_router(wide).ok());  // logits width != E
+  EXPECT_FALSE(ops::moe_router(test::ctx(), wide).ok());  // logits width != E
 }
 
 }  // namespace

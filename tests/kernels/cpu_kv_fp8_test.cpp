@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "kernels/ops.h"
 #include "test_util.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -24,14 +25,14 @@ TEST(KvFp8, ScalesByHand) {
   const float k[Dh] = {3, 0, 0, 4}, v[Dh] = {1, -5, 2, 0};
   for (int i = 0; i < Dh; ++i) qkv[size_t(H * Dh + i)] = k[i], qkv[size_t((H + 1) * Dh + i)] = v[i];
   float scales[2] = {0, 0};
-  ASSERT_TRUE(ops::kv_scales({.qkv = Tensor(qkv.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
+  ASSERT_TRUE(ops::kv_scales(test::ctx(), {.qkv = Tensor(qkv.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
                               .head_dim = Dh, .concentration = 1.5f, .scales = Tensor(scales, DType::F32, {2})})
                   .ok());
   EXPECT_FLOAT_EQ(scales[0], 2.0f * 1.5f * 4.0f / 448.0f);  // headroom · concentration · norm 4
   EXPECT_FLOAT_EQ(scales[1], 2.0f * 5.0f / 448.0f);
   // A zero k and v: scale 1 (nothing to fit).
   std::vector<float> zeros(W, 0.0f);
-  ASSERT_TRUE(ops::kv_scales({.qkv = Tensor(zeros.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
+  ASSERT_TRUE(ops::kv_scales(test::ctx(), {.qkv = Tensor(zeros.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
                               .head_dim = Dh, .concentration = 1.5f, .scales = Tensor(scales, DType::F32, {2})})
                   .ok());
   EXPECT_EQ(scales[0], 1.0f);
@@ -56,7 +57,7 @@ TEST(KvFp8, RopeCacheWritesTheCodesOfValueOverScale) {
   float inv_freq[Dh / 2] = {0.0f, 0.0f};  // no rotation at any position: k stays as given
   int32_t pos = 2, seq = 0;
   auto write = [&] {
-    return ops::qkv_rope_cache({.qkv = Tensor(qkv.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
+    return ops::qkv_rope_cache(test::ctx(), {.qkv = Tensor(qkv.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
                                 .head_dim = Dh, .rope = {.inv_freq = Tensor(inv_freq, DType::F32, {Dh / 2})},
                                 .batch = {.positions = Tensor(&pos, DType::I32, {1}),
                                           .seq_index = Tensor(&seq, DType::I32, {1}),
@@ -94,7 +95,7 @@ TEST(KvFp8, AttentionReadsCodeTimesScale) {
     const ops::KvLayer layer = fp8 ? c.layer()
                                    : ops::KvLayer{.k = Tensor(kf.data(), DType::F32, {1, 4, Hkv, Dh}),
                                                   .v = Tensor(vf.data(), DType::F32, {1, 4, Hkv, Dh})};
-    ASSERT_TRUE(ops::attention({.qkv = Tensor(const_cast<float*>(qkv.data()), DType::F32, {1, W}),
+    ASSERT_TRUE(ops::attention(test::ctx(), {.qkv = Tensor(const_cast<float*>(qkv.data()), DType::F32, {1, W}),
                                 .sinks = Tensor(sinks, DType::F32, {H}), .n_heads = H, .n_kv_heads = Hkv,
                                 .head_dim = Dh, .scale = 0.5f,
                                 .batch = {.positions = Tensor(&pos, DType::I32, {1}),
@@ -130,10 +131,10 @@ TEST(KvFp8, CalibratingProjectionSetsScalesThenWrites) {
                                            .block_tables = Tensor(c.table, DType::I32, {1, 1})},
                                  .cache = c.layer(),
                                  .calibrate_kv = true};
-  const Status st = ops::qkv_projection(a);
+  const Status st = ops::qkv_projection(test::ctx(), a);
   ASSERT_TRUE(st.ok()) << st.message();
   std::vector<float> unrotated = qkv;  // no rotation (inv_freq 0): qkv is the linear output
-  ASSERT_TRUE(ops::kv_scales({.qkv = Tensor(unrotated.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
+  ASSERT_TRUE(ops::kv_scales(test::ctx(), {.qkv = Tensor(unrotated.data(), DType::F32, {1, W}), .n_heads = H, .n_kv_heads = Hkv,
                               .head_dim = Dh, .scales = Tensor(expect_scales.data(), DType::F32, {2})})
                   .ok());
   EXPECT_EQ(c.scales[0], expect_scales[0]);
@@ -149,7 +150,7 @@ TEST(KvFp8, CalibratingProjectionSetsScalesThenWrites) {
   std::vector<float> kf(c.k.size()), vf(c.v.size());
   ops::QkvProjectionArgs bf = a;
   bf.cache = {.k = Tensor(kf.data(), DType::F32, {1, 4, Hkv, Dh}), .v = Tensor(vf.data(), DType::F32, {1, 4, Hkv, Dh})};
-  EXPECT_FALSE(ops::qkv_projection(bf).ok()) << "calibrate_kv needs an FP8 cache";
+  EXPECT_FALSE(ops::qkv_projection(test::ctx(), bf).ok()) << "calibrate_kv needs an FP8 cache";
 }
 
 TEST(KvFp8, DispatchChecksTheScales) {
@@ -159,7 +160,7 @@ TEST(KvFp8, DispatchChecksTheScales) {
   int32_t pos = 0, seq = 0;
   ops::KvLayer layer = c.layer();
   layer.scales = Tensor();
-  const Status st = ops::attention({.qkv = Tensor(qkv.data(), DType::F32, {1, W}),
+  const Status st = ops::attention(test::ctx(), {.qkv = Tensor(qkv.data(), DType::F32, {1, W}),
                                     .sinks = Tensor(sinks, DType::F32, {H}), .n_heads = H, .n_kv_heads = Hkv,
                                     .head_dim = Dh,
                                     .batch = {.positions = Tensor(&pos, DType::I32, {1}),

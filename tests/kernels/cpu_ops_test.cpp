@@ -8,6 +8,7 @@
 
 #include "kernels/ops.h"
 #include "test_util.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -39,7 +40,7 @@ std::vector<float> attend(int len, int p, int window, float sink) {
                        .cache = {.k = Tensor(k.data(), DType::F32, {blocks, B, 1, 2}),
                                  .v = Tensor(v.data(), DType::F32, {blocks, B, 1, 2})},
                        .out = Tensor(out.data(), DType::F32, {1, 2})};
-  EXPECT_TRUE(ops::attention(a).ok());
+  EXPECT_TRUE(ops::attention(test::ctx(), a).ok());
   return out;
 }
 
@@ -68,7 +69,7 @@ TEST(CpuRouter, TopKDescendingLowerIndexWinsTiesSoftmaxOverK) {
   std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -5.0f};
   std::vector<int32_t> ids(2);
   std::vector<float> w(2);
-  ASSERT_TRUE(ops::router_topk({.logits = Tensor(logits.data(), DType::F32, {1, 5}),
+  ASSERT_TRUE(ops::router_topk(test::ctx(), {.logits = Tensor(logits.data(), DType::F32, {1, 5}),
                                 .ids = Tensor(ids.data(), DType::I32, {1, 2}),
                                 .weights = Tensor(w.data(), DType::F32, {1, 2})})
                   .ok());
@@ -76,7 +77,7 @@ TEST(CpuRouter, TopKDescendingLowerIndexWinsTiesSoftmaxOverK) {
   EXPECT_FLOAT_EQ(w[0], 0.5f);
   EXPECT_FLOAT_EQ(w[1], 0.5f);
   std::vector<float> l2 = {0.0f, 1.0f, 2.0f};
-  ASSERT_TRUE(ops::router_topk({.logits = Tensor(l2.data(), DType::F32, {1, 3}),
+  ASSERT_TRUE(ops::router_topk(test::ctx(), {.logits = Tensor(l2.data(), DType::F32, {1, 3}),
                                 .ids = Tensor(ids.data(), DType::I32, {1, 2}),
                                 .weights = Tensor(w.data(), DType::F32, {1, 2})})
                   .ok());
@@ -116,7 +117,7 @@ SwigluCase swiglu_case(ops::MoeActivation activation, ops::MoeRouting routing = 
                            .down_blocks = Tensor(d_blocks.data(), DType::U8, {1, D, F / 32, 16}),
                            .down_scales = Tensor(d_scales.data(), DType::U8, {1, D, F / 32}),
                            .down_bias = Tensor(d_bias.data(), DType::BF16, {1, D})};
-  const Status st = ops::moe({.x = Tensor(x.data(), DType::F32, {1, D}),
+  const Status st = ops::moe(test::ctx(), {.x = Tensor(x.data(), DType::F32, {1, D}),
                               .routing = routing,
                               .ids = Tensor(ids.data(), DType::I32, {1, 1}),
                               .weights = Tensor(w.data(), DType::F32, {1, 1}),
@@ -177,7 +178,7 @@ TEST(CpuMoe, RoutingFromLogitsSelectsAndWritesTheIds) {
 TEST(CpuDense, RmsNormAndLinearByHand) {
   std::vector<float> x = {3.0f, 4.0f}, out(2);
   std::vector<bf16> g = {f32_to_bf16(1.0f), f32_to_bf16(2.0f)};
-  ASSERT_TRUE(ops::rmsnorm({.x = Tensor(x.data(), DType::F32, {1, 2}),
+  ASSERT_TRUE(ops::rmsnorm(test::ctx(), {.x = Tensor(x.data(), DType::F32, {1, 2}),
                             .weight = Tensor(g.data(), DType::BF16, {2}),
                             .eps = 0.0f,
                             .out = Tensor(out.data(), DType::F32, {1, 2})})
@@ -188,7 +189,7 @@ TEST(CpuDense, RmsNormAndLinearByHand) {
   std::vector<bf16> w = {f32_to_bf16(1), f32_to_bf16(2), f32_to_bf16(-1), f32_to_bf16(0.5f)};
   std::vector<bf16> b = {f32_to_bf16(0.5f), f32_to_bf16(-1)};
   std::vector<float> y = {10.0f, 20.0f};
-  ASSERT_TRUE(ops::linear({.x = Tensor(x.data(), DType::F32, {1, 2}),
+  ASSERT_TRUE(ops::linear(test::ctx(), {.x = Tensor(x.data(), DType::F32, {1, 2}),
                            .w = Tensor(w.data(), DType::BF16, {2, 2}),
                            .bias = Tensor(b.data(), DType::BF16, {2}),
                            .out = Tensor(y.data(), DType::F32, {1, 2}),
@@ -207,7 +208,7 @@ TEST(CpuSiluMul, HandComputedValues) {
       20.0f, -20.0f, 1000.0f, -1000.0f, 10.0f, /* up */ 1.5f, 1.5f, -2.0f, -2.0f, 0.0f,   // t = 1
   };
   std::vector<float> out(size_t(T * I), -7.0f);
-  ASSERT_TRUE(ops::silu_mul({.gate_up = Tensor(gate_up.data(), DType::F32, {T, 2 * I}),
+  ASSERT_TRUE(ops::silu_mul(test::ctx(), {.gate_up = Tensor(gate_up.data(), DType::F32, {T, 2 * I}),
                              .out = Tensor(out.data(), DType::F32, {T, I})})
                   .ok());
   const double want[] = {0.0, 1.4621171572600098, -0.5378828427399902, -0.8807970779778823, -0.05960146101105877,
@@ -222,7 +223,7 @@ TEST(CpuSiluMul, HandComputedValues) {
 TEST(CpuSiluMul, RejectsBadShapesDtypesAndAliasing) {
   std::vector<float> buf(64);
   const auto fails_with = [](const ops::SiluMulArgs& a, const std::string& what) {
-    const Status st = ops::silu_mul(a);
+    const Status st = ops::silu_mul(test::ctx(), a);
     EXPECT_FALSE(st.ok()) << what;
     EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("silu_mul"), std::string::npos) << st.message();
@@ -236,13 +237,13 @@ TEST(CpuSiluMul, RejectsBadShapesDtypesAndAliasing) {
   fails_with({.gate_up = gate_up, .out = Tensor(buf.data(), DType::F32, {2, 4})}, "overlaps");  // in place
   fails_with({.gate_up = gate_up, .out = Tensor(buf.data() + 12, DType::F32, {2, 4})}, "overlaps");  // partly
   // Right after gate_up in the same buffer: no shared byte, accepted.
-  EXPECT_TRUE(ops::silu_mul({.gate_up = gate_up, .out = Tensor(buf.data() + 16, DType::F32, {2, 4})}).ok());
+  EXPECT_TRUE(ops::silu_mul(test::ctx(), {.gate_up = gate_up, .out = Tensor(buf.data() + 16, DType::F32, {2, 4})}).ok());
 }
 
 TEST(Dispatch, RejectsMismatchedShapes) {
   std::vector<float> x(6), out(4);
   std::vector<bf16> w(6);
-  auto st = ops::linear({.x = Tensor(x.data(), DType::F32, {2, 3}),
+  auto st = ops::linear(test::ctx(), {.x = Tensor(x.data(), DType::F32, {2, 3}),
                          .w = Tensor(w.data(), DType::BF16, {3, 2}),
                          .out = Tensor(out.data(), DType::F32, {2, 2})});
   ASSERT_FALSE(st.ok());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "test_context.h"
 
 namespace mx::test {
 
@@ -146,7 +147,7 @@ inline std::pair<std::vector<float>, std::vector<float>> run_attention(const Fix
                                .n_heads = f.L.H, .n_kv_heads = f.L.Hkv, .head_dim = f.L.Dh, .window = window,
                                .scale = 0.125f, .batch = f.batch(gpu), .cache = f.cache(gpu),
                                .out = gpu ? out.gpu : out.cpu};
-    const Status st = gpu ? gpu_fn(a) : ops::attention(a);
+    const Status st = gpu ? gpu_fn(a) : ops::attention(test::ctx(), a);
     EXPECT_TRUE(st.ok()) << st.message();
   }
   return {download(out.gpu), host_floats(out)};

@@ -11,6 +11,7 @@
 #include "cuda_attention_fixture.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
+#include "test_context.h"
 #endif
 
 namespace mx::test {
@@ -34,7 +35,7 @@ class CudaAttentionPrefill : public ::testing::TestWithParam<Kernel> {
     const auto k = GetParam() == Kernel::kWgmma ? cuda::PrefillKernel::kWgmma : cuda::PrefillKernel::kMmaSync;
     return [k](const ops::AttentionArgs& a) { return cuda::attention_prefill(a, k); };
 #else
-    return [](const ops::AttentionArgs& a) { return ops::attention(a); };
+    return [](const ops::AttentionArgs& a) { return ops::attention(test::ctx(), a); };
 #endif
   }
   void expect_match(const Fixture& f, int window, uint64_t seed, const char* what) const {
@@ -164,8 +165,8 @@ TEST(CudaAttentionPrefillDispatch, BothSides) {
   constexpr int kMin = int(heuristics::kAttentionPrefillMinTokensPerSeq);
   std::vector<std::string> routes;  // of the last GPU call
   const AttentionFn dispatch = [&routes](const ops::AttentionArgs& a) {
-    ops::RouteRecorder rec;
-    const Status st = ops::attention(a);
+    ops::RouteRecorder rec(test::ctx());
+    const Status st = ops::attention(test::ctx(), a);
     routes = cuda_routes(rec);
     return st;
   };

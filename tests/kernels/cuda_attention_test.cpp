@@ -13,6 +13,7 @@
 #include "cuda_attention_fixture.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
+#include "test_context.h"
 #endif
 
 namespace mx::test {
@@ -22,7 +23,7 @@ namespace {
 #ifdef MXSERVE_HAVE_CUDA
 const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return cuda::attention_decode(a); };
 #else
-const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return ops::attention(a); };
+const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return ops::attention(test::ctx(), a); };
 #endif
 
 std::pair<std::vector<float>, std::vector<float>> run_attention(const Fixture& f, int window, uint64_t seed) {
@@ -143,7 +144,7 @@ Mirror rope_cache_both(const Fixture& f, int64_t T, uint64_t seed) {
   Mirror inv_freq = raw(inv, DType::F32, {L.Dh / 2});
   Mirror qkv = act(random_floats(size_t(T * L.width()), seed, -2.0f, 2.0f), {T, L.width()});
   for (bool gpu : {true, false}) {
-    const Status st = ops::qkv_rope_cache(
+    const Status st = ops::qkv_rope_cache(test::ctx(), 
         {.qkv = gpu ? qkv.gpu : qkv.cpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
          .rope = {.inv_freq = gpu ? inv_freq.gpu : inv_freq.cpu, .concentration = 1.3465736f},
          .batch = f.batch(gpu), .cache = f.cache(gpu)});
@@ -229,7 +230,7 @@ TEST(CudaAttention, KvScalesMatchReference) {
     Mirror qkv = act(random_floats(size_t(T * L.width()), 280 + T, -3.0f, 2.0f), {T, L.width()});
     Mirror scales = raw(std::vector<float>{0.0f, 0.0f}, DType::F32, {2});
     for (bool gpu : {true, false})
-      ASSERT_TRUE(ops::kv_scales({.qkv = gpu ? qkv.gpu : qkv.cpu, .n_heads = L.H, .n_kv_heads = L.Hkv,
+      ASSERT_TRUE(ops::kv_scales(test::ctx(), {.qkv = gpu ? qkv.gpu : qkv.cpu, .n_heads = L.H, .n_kv_heads = L.Hkv,
                                   .head_dim = L.Dh, .concentration = 1.25f, .scales = gpu ? scales.gpu : scales.cpu})
                       .ok());
     const std::vector<float> g = download(scales.gpu), c = host_floats(scales);
@@ -286,7 +287,7 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
   Mirror qkv = act(std::vector<float>(size_t(T * N)), {T, N});
   Mirror qkv_u = act(std::vector<float>(size_t(T * N)), {T, N});
   const Tensor none;
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
   for (const bool gpu : {true, false}) {
     const ops::QkvProjectionArgs a{.x = gpu ? x.gpu : x.cpu,
                                    .norm = {.weight = c.norm ? (gpu ? nw.gpu : nw.cpu) : none},
@@ -301,14 +302,14 @@ ProjRun run_projection(const ProjCase& c, uint64_t seed) {
                                             .concentration = 1.3465736f},
                                    .batch = f.batch(gpu),
                                    .cache = f.cache(gpu)};
-    const Status st = ops::qkv_projection(a);
+    const Status st = ops::qkv_projection(test::ctx(), a);
     EXPECT_TRUE(st.ok()) << st.message();
   }
   const std::vector<std::string> routes = cuda_routes(rec);
   // The unfused GPU ops on cache g.
   const ops::InputNorm norm_u{.weight = c.norm ? nw.gpu : none};
-  EXPECT_TRUE(ops::linear({.x = x.gpu, .w = w_gpu, .bias = b.gpu, .out = qkv_u.gpu, .norm = norm_u, .w_scales = s_gpu}).ok());
-  EXPECT_TRUE(ops::qkv_rope_cache({.qkv = qkv_u.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
+  EXPECT_TRUE(ops::linear(test::ctx(), {.x = x.gpu, .w = w_gpu, .bias = b.gpu, .out = qkv_u.gpu, .norm = norm_u, .w_scales = s_gpu}).ok());
+  EXPECT_TRUE(ops::qkv_rope_cache(test::ctx(), {.qkv = qkv_u.gpu, .n_heads = L.H, .n_kv_heads = L.Hkv, .head_dim = L.Dh,
                                    .rope = {.inv_freq = inv_freq.gpu, .concentration = 1.3465736f},
                                    .batch = g.batch(true), .cache = g.cache(true)})
                   .ok());

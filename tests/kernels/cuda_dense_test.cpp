@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda_test_util.h"
+#include "test_context.h"
 
 namespace mx::test {
 namespace {
@@ -21,7 +22,7 @@ constexpr int64_t kMxfp4GemvMax = heuristics::kLinearMxfp4GemvMaxTokens;
 
 // The CUDA routes of one GPU call.
 std::vector<std::string> routes_of(const std::function<Status()>& call) {
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
   EXPECT_TRUE(call().ok());
   return cuda_routes(rec);
 }
@@ -32,14 +33,14 @@ TEST(CudaDense, EmbedAndGatherRowsCopyBitwise) {
   Mirror table = bf16_weights(random_floats(size_t(V * D), 1), {V, D});
   Mirror ids = raw(std::vector<int32_t>{0, 999, 5, 5, 123, 998, 1}, DType::I32, {T});
   Mirror out_e = act(random_floats(size_t(T * D), 2), {T, D});
-  ASSERT_TRUE(ops::embed({.ids = ids.gpu, .table = table.gpu, .out = out_e.gpu}).ok());
-  ASSERT_TRUE(ops::embed({.ids = ids.cpu, .table = table.cpu, .out = out_e.cpu}).ok());
+  ASSERT_TRUE(ops::embed(test::ctx(), {.ids = ids.gpu, .table = table.gpu, .out = out_e.gpu}).ok());
+  ASSERT_TRUE(ops::embed(test::ctx(), {.ids = ids.cpu, .table = table.cpu, .out = out_e.cpu}).ok());
   EXPECT_EQ(download(out_e.gpu), host_floats(out_e));
 
   Mirror rows = raw(std::vector<int32_t>{6, 0, 3}, DType::I32, {3});
   Mirror out_g = act(random_floats(size_t(3 * D), 3), {3, D});
-  ASSERT_TRUE(ops::gather_rows({.x = out_e.gpu, .rows = rows.gpu, .out = out_g.gpu}).ok());
-  ASSERT_TRUE(ops::gather_rows({.x = out_e.cpu, .rows = rows.cpu, .out = out_g.cpu}).ok());
+  ASSERT_TRUE(ops::gather_rows(test::ctx(), {.x = out_e.gpu, .rows = rows.gpu, .out = out_g.gpu}).ok());
+  ASSERT_TRUE(ops::gather_rows(test::ctx(), {.x = out_e.cpu, .rows = rows.cpu, .out = out_g.cpu}).ok());
   EXPECT_EQ(download(out_g.gpu), host_floats(out_g));
 }
 
@@ -52,9 +53,9 @@ TEST(CudaDense, RmsNormMatchesReference) {
     Mirror x = act(random_floats(size_t(T * D), 10 + D, -3.0f, 3.0f), {T, D});
     Mirror w = bf16_weights(random_floats(size_t(D), 20 + D, 0.5f, 2.0f), {D});
     Mirror out = act(random_floats(size_t(T * D), 30), {T, D});
-    ASSERT_TRUE(ops::rmsnorm({.x = x.gpu, .weight = w.gpu, .out = out.gpu}).ok());
-    ASSERT_TRUE(ops::rmsnorm({.x = x.gpu, .weight = w.gpu, .out = x.gpu}).ok());  // in place
-    ASSERT_TRUE(ops::rmsnorm({.x = x.cpu, .weight = w.cpu, .out = out.cpu}).ok());
+    ASSERT_TRUE(ops::rmsnorm(test::ctx(), {.x = x.gpu, .weight = w.gpu, .out = out.gpu}).ok());
+    ASSERT_TRUE(ops::rmsnorm(test::ctx(), {.x = x.gpu, .weight = w.gpu, .out = x.gpu}).ok());  // in place
+    ASSERT_TRUE(ops::rmsnorm(test::ctx(), {.x = x.cpu, .weight = w.cpu, .out = out.cpu}).ok());
     // bf16 output: one rounding, 2^-8 relative at most, plus float-order noise.
     EXPECT_TRUE(all_close(download(out.gpu), host_floats(out), 1e-6, 8e-3)) << "T=" << T << " D=" << D;
     EXPECT_EQ(download(x.gpu), download(out.gpu)) << "in-place result differs, T=" << T << " D=" << D;
@@ -76,12 +77,12 @@ std::pair<std::vector<float>, std::vector<float>> run_linear(const LinearCase& c
   Mirror out = c.f32_out ? raw(init, DType::F32, {c.T, c.N}) : act(init, {c.T, c.N});
   const Tensor no_bias;
   const std::vector<std::string> routes = routes_of([&] {
-    return ops::linear(
+    return ops::linear(test::ctx(), 
         {.x = x.gpu, .w = w.gpu, .bias = c.bias ? b.gpu : no_bias, .out = out.gpu, .accumulate = c.accumulate});
   });
   EXPECT_EQ(routes, std::vector<std::string>{linear_route({.T = c.T, .Kin = c.Kin})})
       << "T=" << c.T << " Kin=" << c.Kin;
-  EXPECT_TRUE(ops::linear({.x = x.cpu, .w = w.cpu, .bias = c.bias ? b.cpu : no_bias, .out = out.cpu,
+  EXPECT_TRUE(ops::linear(test::ctx(), {.x = x.cpu, .w = w.cpu, .bias = c.bias ? b.cpu : no_bias, .out = out.cpu,
                            .accumulate = c.accumulate})
                   .ok());
   return {download(out.gpu), host_floats(out)};
@@ -121,9 +122,9 @@ std::pair<std::vector<float>, std::vector<float>> run_mxfp4_linear(const LinearC
   const std::vector<float> init = random_floats(size_t(c.T * c.N), seed + 3);
   Mirror out = c.f32_out ? raw(init, DType::F32, {c.T, c.N}) : act(init, {c.T, c.N});
   const Tensor none;
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
   for (const bool gpu : {true, false}) {
-    const Status st = ops::linear({.x = gpu ? x.gpu : x.cpu,
+    const Status st = ops::linear(test::ctx(), {.x = gpu ? x.gpu : x.cpu,
                                    .w = gpu ? w.blocks.gpu : w.blocks.cpu,
                                    .bias = c.bias ? (gpu ? b.gpu : b.cpu) : none,
                                    .out = gpu ? out.gpu : out.cpu,
@@ -190,8 +191,8 @@ TEST(CudaDense, Mxfp4EmbedDecodesRowsBitwise) {
   const Mxfp4Mirror table = mxfp4_weights(random_floats(size_t(V * D), 41, -3.0f, 3.0f), V, D);
   Mirror ids = raw(std::vector<int32_t>{0, 999, 5, 5, 123, 998}, DType::I32, {T});
   Mirror out = act(random_floats(size_t(T * D), 42), {T, D});
-  ASSERT_TRUE(ops::embed({.ids = ids.gpu, .table = table.blocks.gpu, .out = out.gpu, .table_scales = table.scales.gpu}).ok());
-  ASSERT_TRUE(ops::embed({.ids = ids.cpu, .table = table.blocks.cpu, .out = out.cpu, .table_scales = table.scales.cpu}).ok());
+  ASSERT_TRUE(ops::embed(test::ctx(), {.ids = ids.gpu, .table = table.blocks.gpu, .out = out.gpu, .table_scales = table.scales.gpu}).ok());
+  ASSERT_TRUE(ops::embed(test::ctx(), {.ids = ids.cpu, .table = table.blocks.cpu, .out = out.cpu, .table_scales = table.scales.cpu}).ok());
   EXPECT_EQ(download(out.gpu), host_floats(out));  // every MXFP4 value is a BF16 value
 }
 
@@ -230,13 +231,13 @@ NormRun run_norm_linear(const NormCase& c, uint64_t seed) {
   Mirror xn = act(std::vector<float>(size_t(c.T * c.Kin)), {c.T, c.Kin});
   Mirror ref = out_of(std::vector<float>(size_t(c.T * c.N)));
   const std::vector<std::string> routes = routes_of(
-      [&] { return ops::linear({.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}}); });
+      [&] { return ops::linear(test::ctx(), {.x = x.gpu, .w = w.gpu, .bias = b.gpu, .out = out.gpu, .norm = {.weight = nw.gpu}}); });
   EXPECT_EQ(routes, std::vector<std::string>{linear_route({.T = c.T, .Kin = c.Kin, .norm = true})})
       << "T=" << c.T << " Kin=" << c.Kin;
-  EXPECT_TRUE(ops::linear({.x = x.cpu, .w = w.cpu, .bias = b.cpu, .out = out.cpu, .norm = {.weight = nw.cpu}}).ok());
+  EXPECT_TRUE(ops::linear(test::ctx(), {.x = x.cpu, .w = w.cpu, .bias = b.cpu, .out = out.cpu, .norm = {.weight = nw.cpu}}).ok());
   // The unfused CUDA ops: rmsnorm kernel, then linear.
-  EXPECT_TRUE(ops::rmsnorm({.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}).ok());
-  EXPECT_TRUE(ops::linear({.x = xn.gpu, .w = w.gpu, .bias = b.gpu, .out = ref.gpu}).ok());
+  EXPECT_TRUE(ops::rmsnorm(test::ctx(), {.x = x.gpu, .weight = nw.gpu, .out = xn.gpu}).ok());
+  EXPECT_TRUE(ops::linear(test::ctx(), {.x = xn.gpu, .w = w.gpu, .bias = b.gpu, .out = ref.gpu}).ok());
   return {download(out.gpu), host_floats(out), download(ref.gpu)};
 }
 

@@ -16,6 +16,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/sample_rule.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -124,7 +125,7 @@ std::pair<TopkOut, TopkOut> run_topk(const TopkCase& c) {
   test::Mirror ids = test::raw(std::vector<int32_t>(size_t(c.R * kTop), kUntouchedId), DType::I32, {c.R, kTop});
   test::Mirror lp = test::raw(std::vector<float>(size_t(c.R * kTop), kUntouched), DType::F32, {c.R, kTop});
   for (Device dev : {Device::CPU, Device::CUDA}) {
-    const Status st = ops::logprobs_topk(
+    const Status st = ops::logprobs_topk(test::ctx(), 
         {.logits = on(l, dev), .rows_k = on(k, dev), .lse = on(lse, dev), .top_ids = on(ids, dev), .top_logprobs = on(lp, dev)});
     EXPECT_TRUE(st.ok()) << st.message();
   }
@@ -303,7 +304,7 @@ struct ProcessMirrors {
 std::pair<Processed, Processed> run_process(const ProcessCase& c) {
   ProcessMirrors m(c);
   for (Device dev : {Device::CPU, Device::CUDA}) {
-    const Status st = ops::logits_process(m.args(dev));
+    const Status st = ops::logits_process(test::ctx(), m.args(dev));
     EXPECT_TRUE(st.ok()) << st.message();
   }
   return {{from_gpu<float>(m.logits), from_gpu<float>(m.saved)}, {from_cpu<float>(m.logits), from_cpu<float>(m.saved)}};
@@ -353,7 +354,7 @@ TEST(CudaLogitsOps, LogprobsChosenMatchesCpu) {
     test::Mirror lse = test::raw(test::random_floats(size_t(R), 5, 0.0f, 20.0f), DType::F32, {R});
     test::Mirror out = test::raw(std::vector<float>(size_t(R), kUntouched), DType::F32, {R});
     for (Device dev : {Device::CPU, Device::CUDA}) {
-      const Status st = ops::logprobs_chosen({.logits = on(m.logits, dev), .offsets = on(m.offsets, dev),
+      const Status st = ops::logprobs_chosen(test::ctx(), {.logits = on(m.logits, dev), .offsets = on(m.offsets, dev),
                                               .entries = on(m.entries, dev), .saved = on(sv, dev), .ids = on(id, dev),
                                               .rows_k = on(k, dev), .lse = on(lse, dev), .logprobs = on(out, dev)});
       ASSERT_TRUE(st.ok()) << st.message();
@@ -388,12 +389,12 @@ TEST(CudaLogitsOps, StageCapturedInOneGraph) {
   test::Mirror sampled = test::raw(std::vector<int32_t>(size_t(R)), DType::I32, {R});
   test::Mirror chosen = test::raw(std::vector<float>(size_t(R), kUntouched), DType::F32, {R});
   auto stage = [&](Device dev) -> Status {
-    MX_TRY(ops::logprobs_topk({.logits = on(m.logits, dev), .rows_k = on(k, dev), .lse = on(lse, dev),
+    MX_TRY(ops::logprobs_topk(test::ctx(), {.logits = on(m.logits, dev), .rows_k = on(k, dev), .lse = on(lse, dev),
                                .top_ids = on(ids, dev), .top_logprobs = on(lp, dev)}));
-    MX_TRY(ops::logits_process(m.args(dev)));
-    MX_TRY(ops::sample({.logits = on(m.logits, dev), .params = on(pa, dev), .seeds = on(seeds, dev),
+    MX_TRY(ops::logits_process(test::ctx(), m.args(dev)));
+    MX_TRY(ops::sample(test::ctx(), {.logits = on(m.logits, dev), .params = on(pa, dev), .seeds = on(seeds, dev),
                         .positions = on(pos, dev), .ids = on(sampled, dev)}));
-    return ops::logprobs_chosen({.logits = on(m.logits, dev), .offsets = on(m.offsets, dev), .entries = on(m.entries, dev),
+    return ops::logprobs_chosen(test::ctx(), {.logits = on(m.logits, dev), .offsets = on(m.offsets, dev), .entries = on(m.entries, dev),
                                  .saved = on(m.saved, dev), .ids = on(sampled, dev), .rows_k = on(k, dev),
                                  .lse = on(lse, dev), .logprobs = on(chosen, dev)});
   };
@@ -406,11 +407,11 @@ TEST(CudaLogitsOps, StageCapturedInOneGraph) {
   };
   const auto eager = read_all();
   ASSERT_TRUE(ops::copy(m.logits.gpu, raw_logits).ok());
-  auto graph = ops::StepGraph::capture(Device::CUDA, [&] { return stage(Device::CUDA); });
+  auto graph = ops::StepGraph::capture(test::ctx(), [&] { return stage(Device::CUDA); });
   ASSERT_TRUE(graph.ok()) << graph.status().message();
   ASSERT_TRUE(ops::copy(chosen.gpu, Tensor(std::vector<float>(size_t(R), kUntouched).data(), DType::F32, {R})).ok());
   ASSERT_TRUE(graph->replay().ok());
-  ASSERT_TRUE(ops::synchronize(Device::CUDA).ok());
+  ASSERT_TRUE(ops::synchronize(test::ctx()).ok());
   const auto replayed = read_all();
   EXPECT_TRUE(eager == replayed) << "graph replay differs from the eager run";
   const auto& [logits, lse_g, ids_g, lp_g, sampled_g, chosen_g] = replayed;
@@ -443,7 +444,7 @@ TEST(CudaLogitsOps, CostAtBatchOne) {
     test::Mirror ids = test::raw(std::vector<int32_t>(kTop), DType::I32, {1, kTop});
     test::Mirror lp = test::raw(std::vector<float>(kTop), DType::F32, {1, kTop});
     const double us = test::graph_us_per_call([&](int) {
-      return ops::logprobs_topk({.logits = l.gpu, .rows_k = k.gpu, .lse = lse.gpu, .top_ids = ids.gpu, .top_logprobs = lp.gpu});
+      return ops::logprobs_topk(test::ctx(), {.logits = l.gpu, .rows_k = k.gpu, .lse = lse.gpu, .top_ids = ids.gpu, .top_logprobs = lp.gpu});
     }, 20, 50);
     std::printf("logprobs_topk V=%lld k=%d: %.2f us\n", static_cast<long long>(V), want, us);
     if (want < 0) {
@@ -455,7 +456,7 @@ TEST(CudaLogitsOps, CostAtBatchOne) {
       ProcessCase c = process_case(R, V, 800);
       if (!with_entries) c.offsets.assign(size_t(R + 1), 0);  // the common decode step
       ProcessMirrors m(c);
-      const double us = test::graph_us_per_call([&](int) { return ops::logits_process(m.args(Device::CUDA)); }, 20, 50);
+      const double us = test::graph_us_per_call([&](int) { return ops::logits_process(test::ctx(), m.args(Device::CUDA)); }, 20, 50);
       std::printf("logits_process R=%lld %s entries: %.2f us\n", static_cast<long long>(R), with_entries ? "with" : "without",
                   us);
       if (!with_entries) {
@@ -466,7 +467,7 @@ TEST(CudaLogitsOps, CostAtBatchOne) {
       test::Mirror lse = test::raw(std::vector<float>(size_t(R)), DType::F32, {R});
       test::Mirror out = test::raw(std::vector<float>(size_t(R)), DType::F32, {R});
       const double chosen_us = test::graph_us_per_call([&](int) {
-        return ops::logprobs_chosen({.logits = m.logits.gpu, .offsets = m.offsets.gpu, .entries = m.entries.gpu,
+        return ops::logprobs_chosen(test::ctx(), {.logits = m.logits.gpu, .offsets = m.offsets.gpu, .entries = m.entries.gpu,
                                      .saved = m.saved.gpu, .ids = ids.gpu, .rows_k = k.gpu, .lse = lse.gpu,
                                      .logprobs = out.gpu});
       }, 20, 50);

@@ -15,6 +15,7 @@
 #include "kernels/heuristics.h"
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
+#include "test_context.h"
 #endif
 
 namespace mx::test {
@@ -39,7 +40,7 @@ Mirror device_random(DType dtype, std::initializer_list<int64_t> shape, uint64_t
   const Tensor probe(nullptr, dtype, shape, Device::CUDA);
   m.dev = std::move(ops::Buffer::allocate(Device::CUDA, probe.nbytes()).value());
   m.gpu = m.dev.view(dtype, shape);
-  EXPECT_TRUE(ops::fill_random({.out = m.gpu, .seed = seed, .scale = 1.0f, .byte_lo = lo, .byte_hi = hi}).ok());
+  EXPECT_TRUE(ops::fill_random(test::ctx(), {.out = m.gpu, .seed = seed, .scale = 1.0f, .byte_lo = lo, .byte_hi = hi}).ok());
   if (host) {
     m.host.resize(probe.nbytes());
     m.cpu = Tensor(m.host.data(), dtype, shape, Device::CPU);
@@ -107,7 +108,7 @@ enum class Path { Dispatch, Grouped };
 std::vector<std::string> dispatch_routes(int64_t T, ops::MoeActivation activation) {
   if (T <= kThreshold) return {"moe/cuda"};
   const bool fp8 = activation == ops::MoeActivation::FP8 ||
-                   (activation == ops::MoeActivation::Default && ops::moe_activation() == ops::MoeActivation::FP8);
+                   (activation == ops::MoeActivation::Default && test::ctx().moe_activation() == ops::MoeActivation::FP8);
   return {fp8 ? "moe_grouped_fp8/cuda" : "moe_grouped/cuda"};
 }
 
@@ -124,9 +125,9 @@ std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path,
   const ops::MoeArgs a = moe_args(ex, in, res.gpu, Device::CUDA, activation);
   Status st = ok_status();
   (void)path, (void)a;
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
 #ifdef MXSERVE_HAVE_CUDA
-  st = path == Path::Grouped ? cuda::moe_grouped(a) : ops::moe(a);
+  st = path == Path::Grouped ? cuda::moe_grouped(a) : ops::moe(test::ctx(), a);
 #endif
   EXPECT_TRUE(st.ok()) << st.message();
   if (path == Path::Dispatch) {
@@ -138,7 +139,7 @@ std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path,
 std::vector<float> run_cpu(const Experts& ex, const Inputs& in,
                            ops::MoeActivation activation = ops::MoeActivation::Default) {
   Mirror res = act(in.res0, {in.s.T, in.s.D});
-  const Status st = ops::moe(moe_args(ex, in, res.cpu, Device::CPU, activation));
+  const Status st = ops::moe(test::ctx(), moe_args(ex, in, res.cpu, Device::CPU, activation));
   EXPECT_TRUE(st.ok()) << st.message();
   return host_floats(res);
 }
@@ -154,13 +155,13 @@ class CudaMoeGrouped : public ::testing::TestWithParam<Gemm> {
 #ifdef MXSERVE_HAVE_CUDA
     if (GetParam() == Gemm::kWgmma && !cuda::moe_grouped_wgmma_available())
       GTEST_SKIP() << "no sm_90a code for this device: the wgmma grouped GEMMs are not built for it";
-    cuda::set_moe_grouped_kernel(GetParam() == Gemm::kWgmma ? heuristics::MoeGroupedPin::kWgmma
+    test::ctx().pin_moe_grouped(GetParam() == Gemm::kWgmma ? heuristics::MoeGroupedPin::kWgmma
                                                             : heuristics::MoeGroupedPin::kMmaSync);
 #endif
   }
   void TearDown() override {
 #ifdef MXSERVE_HAVE_CUDA
-    cuda::set_moe_grouped_kernel(heuristics::MoeGroupedPin::kAuto);
+    test::ctx().pin_moe_grouped(heuristics::MoeGroupedPin::kAuto);
 #endif
   }
 };
@@ -321,10 +322,10 @@ TEST(CudaMoeGroupedFp8, ProcessSettingSelectsThePath) {
   const Shape s{kThreshold + 1, 2880, 2880, 32, 4};
   const Experts ex = make_experts(s, 6000);
   const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 6010), 6020);
-  ops::set_moe_activation(kFp8);
-  ops::RouteRecorder rec;
+  test::ctx().set_moe_activation(kFp8);
+  ops::RouteRecorder rec(test::ctx());
   const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);  // Default: the process setting
-  ops::set_moe_activation(ops::MoeActivation::BF16);
+  test::ctx().set_moe_activation(ops::MoeActivation::BF16);
   EXPECT_EQ(cuda_routes(rec), std::vector<std::string>{"moe_grouped_fp8/cuda"});
   EXPECT_LT(nmse(gpu, run_cpu(ex, in, kFp8)), kGroupedNmse);
 }

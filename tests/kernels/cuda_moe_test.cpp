@@ -10,6 +10,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/heuristics.h"
+#include "test_context.h"
 
 namespace mx::test {
 namespace {
@@ -31,8 +32,8 @@ TEST(CudaMoe, RouterTopkIdsBitwise) {
       Mirror logits = f32 ? raw(v, DType::F32, {T, E}) : act(v, {T, E});
       Mirror ids = raw(std::vector<int32_t>(size_t(T * K), -1), DType::I32, {T, K});
       Mirror w = raw(std::vector<float>(size_t(T * K), -1.0f), DType::F32, {T, K});
-      ASSERT_TRUE(ops::router_topk({.logits = logits.gpu, .ids = ids.gpu, .weights = w.gpu}).ok());
-      ASSERT_TRUE(ops::router_topk({.logits = logits.cpu, .ids = ids.cpu, .weights = w.cpu}).ok());
+      ASSERT_TRUE(ops::router_topk(test::ctx(), {.logits = logits.gpu, .ids = ids.gpu, .weights = w.gpu}).ok());
+      ASSERT_TRUE(ops::router_topk(test::ctx(), {.logits = logits.cpu, .ids = ids.cpu, .weights = w.cpu}).ok());
       std::vector<int32_t> got(size_t(T * K));
       ASSERT_TRUE(ops::copy(Tensor(got.data(), DType::I32, {T * K}), ids.gpu).ok());
       const std::vector<int32_t> ref(reinterpret_cast<const int32_t*>(ids.host.data()),
@@ -84,10 +85,10 @@ MoeRun run_moe_routed(const MoeCase& c, const std::vector<int32_t>& ids_v, const
   Mirror res = act(random_floats(size_t(T * D), seed + 8, -0.5f, 0.5f), {T, D});
   Mirror lg;
   if (!logits.empty()) lg = logits_f32 ? raw(logits, DType::F32, {T, E}) : act(logits, {T, E});
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
   for (bool gpu : {true, false}) {
     auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
-    const Status st = ops::moe({.x = pick(x),
+    const Status st = ops::moe(test::ctx(), {.x = pick(x),
                                 .routing = logits.empty() ? ops::MoeRouting::FromIds : ops::MoeRouting::FromLogits,
                                 .ids = pick(ids), .weights = pick(w),
                                 .logits = logits.empty() ? Tensor() : pick(lg),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "test_context.h"
 
 namespace mx::test {
 namespace {
@@ -77,10 +78,10 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
   Mirror ids = raw(std::vector<int32_t>(size_t(T * K), -1), DType::I32, {T, K});
   Mirror weights = raw(std::vector<float>(size_t(T * K), -1.0f), DType::F32, {T, K});
   const Tensor no_bias;
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
   for (const bool gpu : {true, false}) {
     auto pick = [&](const Mirror& m) { return gpu ? m.gpu : m.cpu; };
-    EXPECT_TRUE(ops::moe_router({.x = pick(x),
+    EXPECT_TRUE(ops::moe_router(test::ctx(), {.x = pick(x),
                                  .norm_weight = pick(nw),
                                  .w = c.mxfp4 ? pick(wq.blocks) : pick(w),
                                  .w_scales = c.mxfp4 ? pick(wq.scales) : Tensor(),
@@ -96,7 +97,7 @@ RouterRun run_router(const RouterCase& c, uint64_t seed) {
               .routes = cuda_routes(rec)};
   r.ids_ref.assign(size_t(T * K), -1);
   r.w_ref.assign(size_t(T * K), -1.0f);
-  EXPECT_TRUE(ops::router_topk({.logits = Tensor(r.logits_gpu.data(), DType::F32, {T, E}),
+  EXPECT_TRUE(ops::router_topk(test::ctx(), {.logits = Tensor(r.logits_gpu.data(), DType::F32, {T, E}),
                                 .ids = Tensor(r.ids_ref.data(), DType::I32, {T, K}),
                                 .weights = Tensor(r.w_ref.data(), DType::F32, {T, K})})
                   .ok());

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -20,7 +21,7 @@ std::vector<int32_t> run(const SampleCase& c, int64_t R, int64_t V, Device dev) 
   test::Mirror s = test::raw(c.seeds, DType::I32, {R}), pos = test::raw(c.positions, DType::I32, {R});
   test::Mirror ids = test::raw(std::vector<int32_t>(size_t(R), -1), DType::I32, {R});
   const bool gpu = dev == Device::CUDA;
-  const Status st = ops::sample({.logits = gpu ? l.gpu : l.cpu, .params = gpu ? p.gpu : p.cpu,
+  const Status st = ops::sample(test::ctx(), {.logits = gpu ? l.gpu : l.cpu, .params = gpu ? p.gpu : p.cpu,
                                  .seeds = gpu ? s.gpu : s.cpu, .positions = gpu ? pos.gpu : pos.cpu,
                                  .ids = gpu ? ids.gpu : ids.cpu});
   EXPECT_TRUE(st.ok()) << st.message();

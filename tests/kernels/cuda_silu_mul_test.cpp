@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "test_context.h"
 
 namespace mx::test {
 namespace {
@@ -32,7 +33,7 @@ SiluMulRun run_silu_mul(int64_t T, int64_t I, int64_t offset, uint64_t seed) {
     return Tensor(static_cast<char*>(whole.data) + size_t(offset) * elem, whole.dtype, shape, d);
   };
   for (const Device d : {Device::CUDA, Device::CPU}) {
-    const Status st = ops::silu_mul({.gate_up = view(gate_up, d, {T, 2 * I}), .out = view(out, d, {T, I})});
+    const Status st = ops::silu_mul(test::ctx(), {.gate_up = view(gate_up, d, {T, 2 * I}), .out = view(out, d, {T, I})});
     EXPECT_TRUE(st.ok()) << st.message();
   }
   const std::vector<float> in = host_floats(gate_up), gpu = download(out.gpu), cpu = host_floats(out);

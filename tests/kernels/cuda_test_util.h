@@ -14,6 +14,7 @@
 #include "kernels/heuristics.h"
 #include "kernels/ops.h"
 #include "test_util.h"
+#include "test_context.h"
 
 // GPU tests skip, visibly, on machines without a CUDA device (CI builds them but has no GPU).
 #define MX_REQUIRE_CUDA() \
@@ -96,17 +97,17 @@ inline std::vector<float> host_floats(const Mirror& m) {
 // step): one graph of `per_graph` calls (call(i) for i = 0..per_graph-1), replayed `replays` times.
 inline double graph_us_per_call(const std::function<Status(int)>& call, int per_graph, int replays) {
   for (int i = 0; i < per_graph; ++i) EXPECT_TRUE(call(i).ok());  // eager: grows the scratch first
-  auto g = ops::StepGraph::capture(Device::CUDA, [&]() -> Status {
+  auto g = ops::StepGraph::capture(test::ctx(), [&]() -> Status {
     for (int i = 0; i < per_graph; ++i) MX_TRY(call(i));
     return ok_status();
   });
   EXPECT_TRUE(g.ok());
   if (!g.ok()) return 0.0;
   EXPECT_TRUE(g->replay().ok());
-  EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
+  EXPECT_TRUE(ops::synchronize(test::ctx()).ok());
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < replays; ++r) EXPECT_TRUE(g->replay().ok());
-  EXPECT_TRUE(ops::synchronize(Device::CUDA).ok());
+  EXPECT_TRUE(ops::synchronize(test::ctx()).ok());
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return us / (double(replays) * per_graph);
 }

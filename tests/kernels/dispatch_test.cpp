@@ -1,6 +1,7 @@
-// ops::RouteRecorder (dispatch.cpp) on the CPU backend: the routes of a thread's ops in call order,
-// an op routed inside another included; nothing without a live recorder, nothing of other threads
-// or of a call that fails its contract; a nested recorder hands its routes to the outer one.
+// ops::RouteRecorder (context.h, filled by dispatch.cpp) on the CPU backend: the routes of a
+// context's ops in call order, an op routed inside another included; nothing without a live
+// recorder, nothing of another context's ops (on this thread or another) or of a call that fails
+// its contract; a nested recorder hands its routes to the outer one.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "kernels/ops.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -20,8 +22,8 @@ struct Norm {
   static constexpr int64_t T = 2, D = 4;
   std::vector<float> x = std::vector<float>(size_t(T * D), 1.0f), xn = std::vector<float>(size_t(T * D));
   std::vector<float> weight = std::vector<float>(size_t(D), 1.0f);
-  Status run() {
-    return ops::rmsnorm({.x = Tensor(x.data(), DType::F32, {T, D}), .weight = Tensor(weight.data(), DType::F32, {D}),
+  Status run(ops::Context& cx = test::ctx()) {
+    return ops::rmsnorm(cx, {.x = Tensor(x.data(), DType::F32, {T, D}), .weight = Tensor(weight.data(), DType::F32, {D}),
                          .out = Tensor(xn.data(), DType::F32, {T, D})});
   }
 };
@@ -35,7 +37,7 @@ Status moe_from_logits() {
   std::vector<bf16> gu_bias(size_t(E * 2 * F)), dn_bias(size_t(E * D));
   std::vector<float> x(size_t(D), 1.0f), res(size_t(D), 0.0f), logits = {0.5f, 1.5f}, w = {-1.0f};
   std::vector<int32_t> ids = {-1};
-  return ops::moe({.x = Tensor(x.data(), DType::F32, {1, D}),
+  return ops::moe(test::ctx(), {.x = Tensor(x.data(), DType::F32, {1, D}),
                    .routing = ops::MoeRouting::FromLogits,
                    .ids = Tensor(ids.data(), DType::I32, {1, 1}),
                    .weights = Tensor(w.data(), DType::F32, {1, 1}),
@@ -51,28 +53,30 @@ Status moe_from_logits() {
 
 TEST(RouteRecorder, RecordsNestedOpsInCallOrder) {
   Norm norm;
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
   ASSERT_TRUE(norm.run().ok());
   ASSERT_TRUE(moe_from_logits().ok());
   ASSERT_TRUE(norm.run().ok());
   EXPECT_EQ(rec.routes(), (Routes{"rmsnorm/cpu", "router_topk/cpu", "moe/cpu", "rmsnorm/cpu"}));
 }
 
-TEST(RouteRecorder, NothingWithoutARecorderOrFromOtherThreads) {
+TEST(RouteRecorder, NothingWithoutARecorderOrFromOtherContexts) {
   Norm norm;
   ASSERT_TRUE(norm.run().ok());  // no recorder alive: goes nowhere
   {
-    ops::RouteRecorder gone;
+    ops::RouteRecorder gone(test::ctx());
     ASSERT_TRUE(norm.run().ok());
     EXPECT_EQ(gone.routes(), Routes{"rmsnorm/cpu"});
   }
   ASSERT_TRUE(norm.run().ok());  // after the recorder ended
-  ops::RouteRecorder rec;
+  ops::RouteRecorder rec(test::ctx());
   EXPECT_TRUE(rec.routes().empty());
   Norm other;
-  std::thread([&] { ASSERT_TRUE(other.run().ok()); }).join();  // another thread's op
+  ops::Context other_cx;
+  ASSERT_TRUE(other.run(other_cx).ok());  // another context's op, on this thread
+  std::thread([&] { ASSERT_TRUE(other.run(other_cx).ok()); }).join();  // and on another thread
   std::vector<float> short_weight(size_t(Norm::D - 1), 1.0f);  // refused before it is routed
-  EXPECT_FALSE(ops::rmsnorm({.x = Tensor(norm.x.data(), DType::F32, {Norm::T, Norm::D}),
+  EXPECT_FALSE(ops::rmsnorm(test::ctx(), {.x = Tensor(norm.x.data(), DType::F32, {Norm::T, Norm::D}),
                              .weight = Tensor(short_weight.data(), DType::F32, {Norm::D - 1}),
                              .out = Tensor(norm.xn.data(), DType::F32, {Norm::T, Norm::D})})
                    .ok());
@@ -81,10 +85,10 @@ TEST(RouteRecorder, NothingWithoutARecorderOrFromOtherThreads) {
 
 TEST(RouteRecorder, NestedRecorderHandsItsRoutesToTheOuterOne) {
   Norm norm;
-  ops::RouteRecorder outer;
+  ops::RouteRecorder outer(test::ctx());
   ASSERT_TRUE(norm.run().ok());
   {
-    ops::RouteRecorder inner;
+    ops::RouteRecorder inner(test::ctx());
     ASSERT_TRUE(moe_from_logits().ok());
     EXPECT_EQ(inner.routes(), (Routes{"router_topk/cpu", "moe/cpu"}));
     EXPECT_EQ(outer.routes(), Routes{"rmsnorm/cpu"});  // the inner one takes them while it lives

@@ -13,6 +13,7 @@
 
 #include "kernels/ops.h"
 #include "runtime/sampler.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -32,7 +33,7 @@ Topk topk(std::vector<float> logits, std::vector<int32_t> rows_k) {
   const int64_t R = int64_t(rows_k.size()), V = int64_t(logits.size()) / R;
   Topk t{std::vector<float>(size_t(R), kUntouched), std::vector<float>(size_t(R * kTop), kUntouched),
          std::vector<int32_t>(size_t(R * kTop), -7), ok_status()};
-  t.status = ops::logprobs_topk({.logits = Tensor(logits.data(), DType::F32, {R, V}),
+  t.status = ops::logprobs_topk(test::ctx(), {.logits = Tensor(logits.data(), DType::F32, {R, V}),
                                  .rows_k = Tensor(rows_k.data(), DType::I32, {R}),
                                  .lse = Tensor(t.lse.data(), DType::F32, {R}),
                                  .top_ids = Tensor(t.ids.data(), DType::I32, {R, kTop}),
@@ -99,7 +100,7 @@ struct Batch {
   Status process() {
     saved.assign(entries.size(), kUntouched);
     const int64_t N = int64_t(entries.size());
-    return ops::logits_process({.logits = Tensor(logits.data(), DType::F32, {R, V}),
+    return ops::logits_process(test::ctx(), {.logits = Tensor(logits.data(), DType::F32, {R, V}),
                                 .penalties = Tensor(penalties.data(), DType::F32, {R, 3}),
                                 .offsets = Tensor(offsets.data(), DType::I32, {R + 1}),
                                 .entries = Tensor(entries.data(), DType::I32, {N, 4}),
@@ -107,7 +108,7 @@ struct Batch {
   }
   Status chosen(std::vector<int32_t> ids, std::vector<int32_t> rows_k, std::vector<float> lse, std::vector<float>& out) {
     const int64_t N = int64_t(entries.size());
-    return ops::logprobs_chosen({.logits = Tensor(logits.data(), DType::F32, {R, V}),
+    return ops::logprobs_chosen(test::ctx(), {.logits = Tensor(logits.data(), DType::F32, {R, V}),
                                  .offsets = Tensor(offsets.data(), DType::I32, {R + 1}),
                                  .entries = Tensor(entries.data(), DType::I32, {N, 4}),
                                  .saved = Tensor(saved.data(), DType::F32, {N}),
@@ -301,7 +302,7 @@ TEST(LogitsOps, DispatchRefusesBrokenContracts) {
   EXPECT_TRUE(topk({1, 2}, {20}).status.ok());
   std::vector<float> logits(6), lse(1), lp(kTop);
   std::vector<int32_t> k(1, 1), ids(kTop);
-  EXPECT_FALSE(ops::logprobs_topk({.logits = Tensor(logits.data(), DType::F32, {1, 6}),
+  EXPECT_FALSE(ops::logprobs_topk(test::ctx(), {.logits = Tensor(logits.data(), DType::F32, {1, 6}),
                                    .rows_k = Tensor(k.data(), DType::I32, {1}),
                                    .lse = Tensor(lse.data(), DType::F32, {1}),
                                    .top_ids = Tensor(ids.data(), DType::I32, {1, kTop - 1}),
@@ -309,7 +310,7 @@ TEST(LogitsOps, DispatchRefusesBrokenContracts) {
                    .ok());
   Batch b = worked_batch();
   std::vector<float> saved(b.entries.size());
-  EXPECT_FALSE(ops::logits_process({.logits = Tensor(b.logits.data(), DType::F32, {3, 6}),
+  EXPECT_FALSE(ops::logits_process(test::ctx(), {.logits = Tensor(b.logits.data(), DType::F32, {3, 6}),
                                     .penalties = Tensor(b.penalties.data(), DType::F32, {3, 3}),
                                     .offsets = Tensor(b.offsets.data(), DType::I32, {3}),  // not R + 1
                                     .entries = Tensor(b.entries.data(), DType::I32, {9, 4}),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -149,7 +150,7 @@ std::vector<int32_t> draw(const std::vector<float>& l, Params p, Device dev) {
                           .seeds = place(seeds.data(), DType::I32, {R}),
                           .positions = place(positions.data(), DType::I32, {R}),
                           .ids = place(ids.data(), DType::I32, {R})};
-  const Status st = ops::sample(a);
+  const Status st = ops::sample(test::ctx(), a);
   EXPECT_TRUE(st.ok()) << st.message();
   if (dev == Device::CUDA) {
     EXPECT_TRUE(ops::copy(Tensor(ids.data(), DType::I32, {R}), a.ids).ok());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -22,7 +23,7 @@ std::vector<int32_t> draw(const std::vector<float>& logits, int n, std::array<fl
     p.insert(p.end(), params.begin(), params.end());
     pos[size_t(i)] = i;
   }
-  const Status st = ops::sample({.logits = Tensor(rows.data(), DType::F32, {n, V}),
+  const Status st = ops::sample(test::ctx(), {.logits = Tensor(rows.data(), DType::F32, {n, V}),
                                  .params = Tensor(p.data(), DType::F32, {n, 4}),
                                  .seeds = Tensor(seeds.data(), DType::I32, {n}),
                                  .positions = Tensor(pos.data(), DType::I32, {n}),

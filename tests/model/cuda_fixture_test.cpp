@@ -14,6 +14,7 @@
 #include "model/safetensors.h"
 #include "runtime/generate.h"
 #include "test_util.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -136,9 +137,9 @@ TEST(CudaFixture, LongPromptFp8MoeAccuracy) {
   auto want = generate(*lp.cpu, prompt, opt);
   ASSERT_TRUE(want.ok());
   for (const auto mode : {ops::MoeActivation::BF16, ops::MoeActivation::FP8}) {
-    ops::set_moe_activation(mode);
+    test::ctx().set_moe_activation(mode);
     auto got = generate(*lp.gpu, prompt, opt);
-    ops::set_moe_activation(ops::MoeActivation::BF16);
+    test::ctx().set_moe_activation(ops::MoeActivation::BF16);
     ASSERT_TRUE(got.ok());
     std::vector<double> e(prompt.size());
     for (size_t p = 0; p < prompt.size(); ++p)

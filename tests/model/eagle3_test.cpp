@@ -20,6 +20,7 @@
 #include "runtime/eagle3_drafter.h"
 #include "runtime/kv_cache.h"
 #include "test_util.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -394,7 +395,7 @@ class OpsRun {
       } else {
         a.hidden = upload_act(hidden_rows, {T, D});
       }
-      const Status st = eagle3_step(d_, *ws, a);
+      const Status st = eagle3_step(test::ctx(), d_, *ws, a);
       EXPECT_TRUE(st.ok()) << st.message();
       const std::vector<float> h = download(a.hidden_out);
       hidden_rows.clear();
@@ -430,7 +431,7 @@ class OpsRun {
     return t;
   }
   std::vector<float> download(const Tensor& t) {
-    EXPECT_TRUE(ops::synchronize(dev_).ok());
+    EXPECT_TRUE(ops::synchronize(test::ctx()).ok());
     std::vector<float> v(size_t(t.numel()));
     std::vector<bf16> b(t.dtype == DType::BF16 ? v.size() : 0);
     Tensor host = t;
@@ -529,7 +530,7 @@ TEST(Eagle3Forward, KvOnlyStepWritesTheSameCache) {
     } else {
       a.logit_rows = Tensor(row.data(), DType::I32, {0});
     }
-    const Status st = eagle3_step(*d, *ws, a);
+    const Status st = eagle3_step(test::ctx(), *d, *ws, a);
     ASSERT_TRUE(st.ok()) << st.message();
   }
   EXPECT_EQ(kv[1][0], kv[0][0]);
@@ -568,9 +569,9 @@ TEST(Eagle3Drafter, DraftsFollowTheSpecsPairing) {
                  .logits = Tensor(logits.data(), DType::F32, {1, 301}),
                  .aux_boundaries = d->boundaries,
                  .aux = Tensor(aux.data(), DType::F32, {P, 3 * 64})};
-  ASSERT_TRUE(forward(t, *ws, fa).ok());
+  ASSERT_TRUE(forward(test::ctx(), t, *ws, fa).ok());
   // The drafter: pass 1 over positions 0..P-1 with tokens prompt[1..] + the sample, then 2 steps.
-  auto drafter = Eagle3Drafter::create(*d, Device::CPU, {.seats = 2, .max_tokens = P, .max_blocks = W,
+  auto drafter = Eagle3Drafter::create(test::ctx(), *d, Device::CPU, {.seats = 2, .max_tokens = P, .max_blocks = W,
                                                          .num_blocks = W + 1, .block_size = B, .k = k});
   ASSERT_TRUE(drafter.ok()) << drafter.status().message();
   Eagle3Drafter::Pass pass{.seat = 1, .table = &table, .first_row = 0, .start = 0, .drafts = k};

@@ -9,6 +9,7 @@
 #include "model/synthetic.h"
 #include "runtime/kv_cache.h"
 #include "runtime/scheduler.h"
+#include "test_context.h"
 
 namespace mx {
 namespace {
@@ -141,7 +142,7 @@ TEST(KvCache, Fp8RandomFillWritesFiniteCodesAndUnitScales) {
   auto kv = fp8_cache(tiny_config());
   ASSERT_TRUE(kv.ok());
   ASSERT_TRUE(kv->set_scales(3.0f, 3.0f).ok());
-  ASSERT_TRUE(kv->fill_random(5).ok());
+  ASSERT_TRUE(kv->fill_random(test::ctx(), 5).ok());
   std::set<uint8_t> seen;
   for (const ops::KvLayer& layer : kv->layers())
     for (const Tensor& t : {layer.k, layer.v}) {

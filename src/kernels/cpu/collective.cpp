@@ -26,7 +26,7 @@ class CpuCollective final : public ops::Collective {
   int rank() const override { return rank_; }
   int size() const override { return g_->size; }
 
-  Result<Tensor> partial(ops::PartialSlot s, int64_t T) override {
+  Result<Tensor> partial(ops::Context&, ops::PartialSlot s, int64_t T) override {
     MX_CHECK(T >= 0 && T <= g_->shape.max_tokens, "collective: {} tokens, buffers hold {}", T, g_->shape.max_tokens);
     const ops::Buffer& b = g_->partial[int(s)][size_t(rank_)];
     // No rank reads this buffer between collectives, so the experts' slot is cleared here.
@@ -34,7 +34,7 @@ class CpuCollective final : public ops::Collective {
     return b.view(DType::F32, {T, g_->shape.width});
   }
 
-  Status all_reduce_add(ops::PartialSlot s, const Tensor& x) override {
+  Status all_reduce_add(ops::Context&, ops::PartialSlot s, const Tensor& x) override {
     MX_CHECK(x.dtype == DType::F32 && x.ndim == 2 && x.dim(1) == g_->shape.width && x.dim(0) <= g_->shape.max_tokens,
              "all_reduce_add: x {} {} for width {}", dtype_name(x.dtype), x.shape_str(), g_->shape.width);
     g_->meet.arrive_and_wait();
@@ -53,7 +53,7 @@ class CpuCollective final : public ops::Collective {
     return g_->logits[size_t(rank_)].view(DType::F32, {R, g_->shape.cols(rank_)});
   }
 
-  Status gather_logits(const Tensor& full, int64_t R) override {
+  Status gather_logits(ops::Context&, const Tensor& full, int64_t R) override {
     const int64_t V = g_->shape.vocab_starts.back();
     MX_CHECK(rank_ != 0 || (full.dtype == DType::F32 && full.ndim == 2 && full.dim(0) == R && full.dim(1) == V),
              "gather_logits: rank 0 needs ({}, {}) f32 logits, got {}", R, V, full.shape_str());
@@ -75,7 +75,7 @@ class CpuCollective final : public ops::Collective {
     return ok_status();
   }
 
-  Status broadcast(int64_t n) override {
+  Status broadcast(ops::Context&, int64_t n) override {
     g_->meet.arrive_and_wait();
     if (rank_ != 0) std::memcpy(g_->bound[size_t(rank_)], g_->bound[0], size_t(n) * 4);
     g_->meet.arrive_and_wait();

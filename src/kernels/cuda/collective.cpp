@@ -50,25 +50,28 @@ Result<void*> zeroed(size_t bytes) {
   return p;
 }
 
+// The stream of this rank's context (a CUDA one: the collective's tensors are on the GPU).
+cudaStream_t stream(ops::Context& cx) { return cx.cuda() ? cx.cuda()->stream() : nullptr; }
+
 class CudaCollective final : public ops::Collective {
  public:
   CudaCollective(std::shared_ptr<Group> g, int rank) : g_(std::move(g)), rank_(rank), clean_rows_(g_->shape.max_tokens) {}
   int rank() const override { return rank_; }
   int size() const override { return g_->size; }
 
-  Result<Tensor> partial(ops::PartialSlot s, int64_t T) override {
+  Result<Tensor> partial(ops::Context& cx, ops::PartialSlot s, int64_t T) override {
     MX_CHECK(T >= 0 && T <= g_->shape.max_tokens, "collective: {} tokens, buffers hold {}", T, g_->shape.max_tokens);
     void* p = mine().partial[int(s)];
     if (s == ops::PartialSlot::Experts) {
       // Cleared by this layer's Attention all-reduce; a caller outside that order gets a memset.
       if (T > clean_rows_)
-        MX_TRY(cuda_ok(cudaMemsetAsync(p, 0, size_t(T * g_->shape.width) * 2, stream()), "cudaMemsetAsync"));
+        MX_TRY(cuda_ok(cudaMemsetAsync(p, 0, size_t(T * g_->shape.width) * 2, stream(cx)), "cudaMemsetAsync"));
       clean_rows_ = 0;  // the experts write it now
     }
     return Tensor(p, DType::BF16, {T, g_->shape.width}, Device::CUDA);
   }
 
-  Status all_reduce_add(ops::PartialSlot s, const Tensor& x) override {
+  Status all_reduce_add(ops::Context& cx, ops::PartialSlot s, const Tensor& x) override {
     const int64_t W = g_->shape.width;
     MX_CHECK(x.dtype == DType::BF16 && x.ndim == 2 && x.dim(1) == W && x.dim(0) <= g_->shape.max_tokens &&
                  x.device == Device::CUDA && aligned16(x.data),
@@ -84,7 +87,7 @@ class CudaCollective final : public ops::Collective {
       clean_rows_ = x.dim(0);
     }
     p.barrier = barrier();
-    return kernel_status("bf16_all_reduce_add", kern::run_bf16_all_reduce_add(p, stream()));
+    return kernel_status("bf16_all_reduce_add", kern::run_bf16_all_reduce_add(p, stream(cx)));
   }
 
   Result<Tensor> local_logits(int64_t R) override {
@@ -92,7 +95,7 @@ class CudaCollective final : public ops::Collective {
     return Tensor(mine().logits, DType::F32, {R, g_->shape.cols(rank_)}, Device::CUDA);
   }
 
-  Status gather_logits(const Tensor& full, int64_t R) override {
+  Status gather_logits(ops::Context& cx, const Tensor& full, int64_t R) override {
     const int64_t V = g_->shape.vocab_starts.back();
     MX_CHECK(rank_ != 0 || (full.dtype == DType::F32 && full.ndim == 2 && full.dim(0) == R && full.dim(1) == V),
              "f32_gather_logits: rank 0 needs ({}, {}) f32 logits, got {}", R, V, full.shape_str());
@@ -103,7 +106,7 @@ class CudaCollective final : public ops::Collective {
     for (int r = 0; r <= g_->size; ++r) p.starts[r] = g_->shape.vocab_starts[size_t(r)];
     p.R = R;
     p.barrier = barrier();
-    return kernel_status("f32_gather_logits", kern::run_f32_gather_logits(p, stream()));
+    return kernel_status("f32_gather_logits", kern::run_f32_gather_logits(p, stream(cx)));
   }
 
   Status bind_broadcast(const Tensor& buf) override {
@@ -112,10 +115,10 @@ class CudaCollective final : public ops::Collective {
     return ok_status();
   }
 
-  Status broadcast(int64_t n) override {
+  Status broadcast(ops::Context& cx, int64_t n) override {
     MX_CHECK(mine().bound && g_->ranks[0].bound, "i32_broadcast: rank {} or rank 0 has no bound buffer", rank_);
     kern::TpBroadcastParams p{.dst = mine().bound, .src = g_->ranks[0].bound, .n = n, .barrier = barrier()};
-    return kernel_status("i32_broadcast", kern::run_i32_broadcast(p, stream()));
+    return kernel_status("i32_broadcast", kern::run_i32_broadcast(p, stream(cx)));
   }
 
  private:

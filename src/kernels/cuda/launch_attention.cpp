@@ -15,10 +15,10 @@ namespace {
 // each token uses only the splits its own range needs (the kernel decides, kAttnMinKeysPerSplit
 // keys or more each). One split where the kernel has no merge counters for every (token, kv head)
 // (then the call has far more than enough blocks anyway).
-int attention_splits(int64_t T, int Hkv, int64_t max_keys, bool fp8) {
+int attention_splits(const Backend& b, int64_t T, int Hkv, int64_t max_keys, bool fp8) {
   if (T * Hkv > kern::kAttnMergeCounters) return 1;
   const int64_t blocks =
-      int64_t(fp8 ? heuristics::kAttentionBlocksPerSmFp8 : heuristics::kAttentionBlocksPerSm) * sm_count();
+      int64_t(fp8 ? heuristics::kAttentionBlocksPerSmFp8 : heuristics::kAttentionBlocksPerSm) * b.sm_count();
   const int64_t fill = (blocks + T * Hkv - 1) / (T * Hkv);
   const int64_t need = (max_keys + kern::kAttnMinKeysPerSplit - 1) / kern::kAttnMinKeysPerSplit;
   return int(std::clamp<int64_t>(std::min(fill, need), 1, kern::kAttnMaxSplits));
@@ -31,7 +31,7 @@ std::string rope_cache_contract_violation(const ops::QkvRopeCacheArgs& a) {
   return {};
 }
 
-Status launch_bf16_qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
+Status launch_bf16_qkv_rope_cache(Backend& b, const ops::QkvRopeCacheArgs& a) {
   const std::string bad = rope_cache_contract_violation(a);
   MX_CHECK(bad.empty(), "bf16_qkv_rope_cache: {}", bad);
   const kern::RopeCacheParams p{.qkv = a.qkv.data, .inv_freq = a.rope.inv_freq.ptr<const float>(),
@@ -43,7 +43,7 @@ Status launch_bf16_qkv_rope_cache(const ops::QkvRopeCacheArgs& a) {
                                 .kv_scales = kv_scales_of(a.cache), .T = a.qkv.dim(0),
                                 .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1),
                                 .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
-  return kernel_status("bf16_qkv_rope_cache", kern::run_bf16_qkv_rope_cache(p, stream()));
+  return kernel_status("bf16_qkv_rope_cache", kern::run_bf16_qkv_rope_cache(p, b.stream()));
 }
 
 // bf16_kv_scales' contract, with the reason it fails (empty when the kernel can run).
@@ -53,14 +53,14 @@ std::string kv_scales_contract_violation(const ops::KvScalesArgs& a) {
   return {};
 }
 
-Status launch_bf16_kv_scales(const ops::KvScalesArgs& a) {
+Status launch_bf16_kv_scales(Backend& b, const ops::KvScalesArgs& a) {
   const std::string bad = kv_scales_contract_violation(a);
   MX_CHECK(bad.empty(), "bf16_kv_scales: {}", bad);
   const kern::KvScalesParams p{.qkv = a.qkv.data, .scales = a.scales.ptr<float>(),
                                .concentration = a.concentration, .headroom = ops::kKvScaleHeadroom,
                                .fp8_max = ops::kFp8E4m3Max, .T = a.qkv.dim(0), .H = a.n_heads, .Hkv = a.n_kv_heads,
                                .Dh = a.head_dim};
-  return kernel_status("bf16_kv_scales", kern::run_bf16_kv_scales(p, stream()));
+  return kernel_status("bf16_kv_scales", kern::run_bf16_kv_scales(p, b.stream()));
 }
 
 // bf16_attention_decode's contract, with the reason it fails (empty when the kernel can run).
@@ -74,16 +74,16 @@ std::string attention_decode_contract_violation(const ops::AttentionArgs& a) {
   return {};
 }
 
-Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
+Status launch_bf16_attention_decode(Backend& b, const ops::AttentionArgs& a) {
   const std::string bad = attention_decode_contract_violation(a);
   MX_CHECK(bad.empty(), "bf16_attention_decode: {}", bad);
   const int64_t T = a.qkv.dim(0);
   if (T == 0) return ok_status();
   int64_t max_keys = a.batch.block_tables.dim(1) * a.cache.k.dim(1);
   if (a.window > 0) max_keys = std::min<int64_t>(max_keys, a.window);
-  const int splits = attention_splits(T, a.n_kv_heads, max_keys, a.cache.fp8());
+  const int splits = attention_splits(b, T, a.n_kv_heads, max_keys, a.cache.fp8());
   void* ws;
-  MX_ASSIGN(ws, workspace(size_t(T) * a.n_heads * splits * kern::kAttnPartialFloats * sizeof(float)));
+  MX_ASSIGN(ws, b.workspace(size_t(T) * a.n_heads * splits * kern::kAttnPartialFloats * sizeof(float), "bf16_attention_decode"));
   const kern::AttentionParams p{.qkv = a.qkv.data, .sinks = a.sinks.data,
                                 .positions = a.batch.positions.ptr<const int32_t>(),
                                 .seq_index = a.batch.seq_index.ptr<const int32_t>(),
@@ -94,7 +94,7 @@ Status launch_bf16_attention_decode(const ops::AttentionArgs& a) {
                                 .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1),
                                 .H = a.n_heads, .Hkv = a.n_kv_heads, .window = a.window, .splits = splits,
                                 .scale = a.scale, .sinks_f32 = a.sinks.dtype == DType::F32};
-  return kernel_status("bf16_attention_decode", kern::run_bf16_attention_decode(p, stream()));
+  return kernel_status("bf16_attention_decode", kern::run_bf16_attention_decode(p, b.stream()));
 }
 
 // The kernel kAuto runs: wgmma where this build's sm_90a code runs on the device.
@@ -112,7 +112,7 @@ const char* prefill_name(cuda::PrefillKernel k) {
 
 // The prefill kernels' contract (prefill_name(k)), with the reason it fails (empty when the kernel
 // can run); dispatch asks first for kAuto (attention_prefill_supported).
-std::string attention_prefill_contract_violation(const ops::AttentionArgs& a, cuda::PrefillKernel k) {
+std::string attention_prefill_contract_violation(const Backend& b, const ops::AttentionArgs& a, cuda::PrefillKernel k) {
   if (k == cuda::PrefillKernel::kWgmma && !kern::attention_prefill_wgmma_available())
     return "this build has no sm_90a code for this device";
   if (std::string bad = kv_cache_contract_violation(a.cache, a.batch); !bad.empty()) return bad;
@@ -124,15 +124,15 @@ std::string attention_prefill_contract_violation(const ops::AttentionArgs& a, cu
     return "qkv, the k and v caches and out must be 16-byte aligned";
   if (a.cache.k.numel() / 8 >= (int64_t(1) << 31))
     return fmt::format("a cache layer {} of >= 2^31 chunks of 8 elements", a.cache.k.shape_str());
-  if (prefill_smem_bytes(k) > max_smem_per_block())
+  if (prefill_smem_bytes(k) > b.max_smem_per_block())
     return fmt::format("needs {} bytes of shared memory per block, device has {}", prefill_smem_bytes(k),
-                       max_smem_per_block());
+                       b.max_smem_per_block());
   return {};
 }
 
-Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillKernel kernel) {
+Status launch_bf16_attention_prefill(Backend& b, const ops::AttentionArgs& a, cuda::PrefillKernel kernel) {
   const char* name = prefill_name(kernel);
-  const std::string bad = attention_prefill_contract_violation(a, kernel);
+  const std::string bad = attention_prefill_contract_violation(b, a, kernel);
   MX_CHECK(bad.empty(), "{}: {}", name, bad);
   const int64_t T = a.qkv.dim(0);
   if (T == 0) return ok_status();
@@ -143,7 +143,7 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillK
       a.n_heads, a.n_kv_heads, use_wgmma(kernel) ? kern::kPrefillWgmmaRows : kern::kPrefillRows);
   const int64_t grid = std::min(T, (T + tile_tokens - 1) / tile_tokens + a.batch.seqs() - 1);
   void* ws;
-  MX_ASSIGN(ws, workspace(size_t(T) * sizeof(int2) + 16));
+  MX_ASSIGN(ws, b.workspace(size_t(T) * sizeof(int2) + 16, name));
   const kern::AttentionPrefillParams p{
       .qkv = a.qkv.data, .sinks = a.sinks.data, .sinks_f32 = a.sinks.dtype == DType::F32,
       .positions = a.batch.positions.ptr<const int32_t>(), .seq_index = a.batch.seq_index.ptr<const int32_t>(),
@@ -153,21 +153,36 @@ Status launch_bf16_attention_prefill(const ops::AttentionArgs& a, cuda::PrefillK
       .num_tiles = reinterpret_cast<int32_t*>(static_cast<int2*>(ws) + T), .T = T,
       .max_blocks = a.batch.block_tables.dim(1), .block_size = a.cache.k.dim(1), .H = a.n_heads,
       .Hkv = a.n_kv_heads, .window = a.window, .grid_tiles = int(std::max<int64_t>(grid, 1)), .scale = a.scale};
-  return kernel_status(name, use_wgmma(kernel) ? kern::run_sm90_bf16_attention_prefill(p, stream())
-                                               : kern::run_bf16_attention_prefill(p, stream()));
+  return kernel_status(name, use_wgmma(kernel) ? kern::run_sm90_bf16_attention_prefill(p, b.stream())
+                                               : kern::run_bf16_attention_prefill(p, b.stream()));
 }
 
 }  // namespace
 
-Status qkv_rope_cache(const ops::QkvRopeCacheArgs& a) { return launch_bf16_qkv_rope_cache(a); }
-Status kv_scales(const ops::KvScalesArgs& a) { return launch_bf16_kv_scales(a); }
-Status attention_decode(const ops::AttentionArgs& a) { return launch_bf16_attention_decode(a); }
-Status attention_prefill(const ops::AttentionArgs& a, PrefillKernel kernel) {
-  return launch_bf16_attention_prefill(a, kernel);
+Status qkv_rope_cache(Backend& b, const ops::QkvRopeCacheArgs& a) { return launch_bf16_qkv_rope_cache(b, a); }
+Status kv_scales(Backend& b, const ops::KvScalesArgs& a) { return launch_bf16_kv_scales(b, a); }
+Status attention_decode(Backend& b, const ops::AttentionArgs& a) { return launch_bf16_attention_decode(b, a); }
+Status attention_prefill(Backend& b, const ops::AttentionArgs& a, PrefillKernel kernel) {
+  return launch_bf16_attention_prefill(b, a, kernel);
 }
-bool attention_prefill_supported(const ops::AttentionArgs& a) {
-  return attention_prefill_contract_violation(a, PrefillKernel::kAuto).empty();
+bool attention_prefill_supported(const Backend& b, const ops::AttentionArgs& a) {
+  return attention_prefill_contract_violation(b, a, PrefillKernel::kAuto).empty();
 }
+// The decode kernel's partials at the T with the most splits x tokens (splits fall as T grows), and
+// the prefill kernel's tile list.
+size_t attention_scratch_bytes(const Backend& b, const ops::CallShapes& s) {
+  if (s.heads == 0) return 0;
+  int64_t most = 0;
+  for (int64_t T = 1; T <= s.max_tokens; ++T) {
+    const int splits = attention_splits(b, T, int(s.kv_heads), s.max_keys, s.fp8_kv);
+    most = std::max(most, T * splits);
+    if (splits == 1 && T * s.kv_heads > kern::kAttnMergeCounters) break;  // one split from here on: T is largest
+  }
+  most = std::max(most, s.max_tokens);
+  const size_t decode = size_t(most) * size_t(s.heads) * kern::kAttnPartialFloats * sizeof(float);
+  return std::max(decode, size_t(s.max_tokens) * sizeof(int2) + 16);
+}
+
 bool attention_prefill_wgmma_available() { return kern::attention_prefill_wgmma_available(); }
 
 }  // namespace mx::cuda

@@ -57,12 +57,12 @@ std::string gather_rows_contract_violation(const Tensor& table, const Tensor& ro
   return {};
 }
 
-Status launch_bf16_gather_rows(const Tensor& table, const Tensor& rows, const Tensor& out) {
+Status launch_bf16_gather_rows(Backend& b, const Tensor& table, const Tensor& rows, const Tensor& out) {
   const std::string bad = gather_rows_contract_violation(table, rows, out);
   MX_CHECK(bad.empty(), "bf16_gather_rows: {}", bad);
   const kern::GatherRowsParams p{.table = table.data, .rows = rows.ptr<const int32_t>(), .out = out.data,
                                  .n_rows = table.dim(0), .width = table.dim(1), .R = rows.dim(0)};
-  return kernel_status("bf16_gather_rows", kern::run_bf16_gather_rows(p, stream()));
+  return kernel_status("bf16_gather_rows", kern::run_bf16_gather_rows(p, b.stream()));
 }
 
 // The GEMV's contract (gemv_name(a): the BF16 or an MXFP4 kernel), with the reason it fails (empty
@@ -94,10 +94,10 @@ kern::GemvParams gemv_params(const ops::LinearArgs& a) {
           .norm_eps = a.norm.eps, .w_scales = ops::is_mxfp4(a.w_scales) ? a.w_scales.data : nullptr};
 }
 
-Status launch_gemv(const ops::LinearArgs& a) {
+Status launch_gemv(Backend& b, const ops::LinearArgs& a) {
   const std::string bad = gemv_contract_violation(a);
   MX_CHECK(bad.empty(), "{}: {}", gemv_name(a), bad);
-  return kernel_status(gemv_name(a), run_gemv(gemv_params(a), stream()));
+  return kernel_status(gemv_name(a), run_gemv(gemv_params(a), b.stream()));
 }
 
 ops::LinearArgs linear_of(const ops::QkvProjectionArgs& a) {
@@ -117,7 +117,7 @@ std::string qkv_epilogue_contract_violation(const ops::QkvProjectionArgs& a) {
 }
 
 // qkv_projection as one GEMV: the qkv epilogue rotates q, k and writes k, v to the cache.
-Status launch_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
+Status launch_gemv_rope_cache(Backend& b, const ops::QkvProjectionArgs& a) {
   const ops::LinearArgs lin = linear_of(a);
   const std::string name = fmt::format("{} (qkv epilogue)", gemv_name(lin));
   const std::string bad = qkv_epilogue_contract_violation(a);
@@ -130,7 +130,7 @@ Status launch_gemv_rope_cache(const ops::QkvProjectionArgs& a) {
             .v_cache = a.cache.v.data, .kv_scales = kv_scales_of(a.cache), .T = a.qkv.dim(0),
             .max_blocks = a.batch.block_tables.dim(1),
             .block_size = a.cache.k.dim(1), .H = a.n_heads, .Hkv = a.n_kv_heads, .Dh = a.head_dim};
-  return kernel_status(name.c_str(), run_gemv(p, stream()));
+  return kernel_status(name.c_str(), run_gemv(p, b.stream()));
 }
 
 #define MX_CUBLAS(call)                                                                        \
@@ -153,26 +153,14 @@ struct LtDescs {
   }
 };
 
-// Per thread, like the stream and the scratch (one GPU per tensor-parallel rank's thread).
-struct LtHandle {
-  cublasLtHandle_t h = nullptr;
-  ~LtHandle() {
-    if (h) cublasLtDestroy(h);
-  }
-};
-Result<cublasLtHandle_t> lt_handle() {
-  thread_local LtHandle handle;
-  if (!handle.h) MX_CUBLAS(cublasLtCreate(&handle.h));
-  return handle.h;
-}
-
 // out[:, 0..n) (T rows, row stride ldo) = x (T, Kin) . W^T (+ out when beta = 1), W (n, Kin) BF16:
 // column-major out^T = W . x^T, i.e. D (n x T, ld ldo) = op_T(A: Kin x n, ld Kin) . B (Kin x T, ld
 // Kin). ws: cuBLASLt's kCublasLtWorkspace bytes.
-Status lt_matmul(const void* w, int64_t n, const void* x, int64_t T, int64_t Kin, void* out, int64_t ldo,
+Status lt_matmul(Backend& b, const void* w, int64_t n, const void* x, int64_t T, int64_t Kin, void* out, int64_t ldo,
                  bool out_f32, float beta, void* ws) {
-  cublasLtHandle_t handle;
-  MX_ASSIGN(handle, lt_handle());
+  void* lt;
+  MX_ASSIGN(lt, b.lt_handle());
+  const auto handle = static_cast<cublasLtHandle_t>(lt);
   LtDescs d;
   const float alpha = 1.0f;
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
@@ -192,7 +180,7 @@ Status lt_matmul(const void* w, int64_t n, const void* x, int64_t T, int64_t Kin
   MX_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found));
   MX_CHECK(found > 0, "cuBLASLt: no algorithm for a {}x{}x{} BF16 GEMM", T, n, Kin);
   MX_CUBLAS(cublasLtMatmul(handle, d.op, &alpha, w, d.a, x, d.b, &beta, out, d.c, out, d.c, &heur.algo, ws,
-                           kCublasLtWorkspace, stream()));
+                           kCublasLtWorkspace, b.stream()));
   return ok_status();
 }
 
@@ -220,7 +208,7 @@ std::string mxfp4_gemm_contract_violation(const ops::LinearArgs& a) {
 // writing x' to the workspace, then cuBLASLt — on the BF16 weights, or for MXFP4 weights on chunks
 // of rows decoded into the workspace (multiples of 128 rows, so every chunk's out columns start
 // 256-byte aligned).
-Status launch_linear_gemm(const ops::LinearArgs& a) {
+Status launch_linear_gemm(Backend& b, const ops::LinearArgs& a) {
   const std::string bad = mxfp4_gemm_contract_violation(a);
   MX_CHECK(bad.empty(), "mxfp4_rows_to_bf16 (linear): {}", bad);
   const int64_t T = a.x.dim(0), Kin = a.x.dim(1), N = a.w.dim(0);
@@ -230,10 +218,10 @@ Status launch_linear_gemm(const ops::LinearArgs& a) {
   const bool bias = !a.bias.empty(), bias_in_norm = bias && norm && !acc;
   if (bias && !bias_in_norm)  // out = bias or out += bias first, then the GEMM adds into it (beta = 1)
     MX_TRY(kernel_status("bias_broadcast",
-                         kern::run_bias_broadcast(a.out.data, out_f32, a.bias.data, acc, T, N, stream())));
+                         kern::run_bias_broadcast(a.out.data, out_f32, a.bias.data, acc, T, N, b.stream())));
   const float beta = (bias || acc) ? 1.0f : 0.0f;
   void* ws;
-  MX_ASSIGN(ws, workspace(kCublasLtWorkspace + xn_bytes + (mxfp4 ? kDecodedChunkBytes : 0)));
+  MX_ASSIGN(ws, b.workspace(kCublasLtWorkspace + xn_bytes + (mxfp4 ? kDecodedChunkBytes : 0), "linear_gemm"));
   const void* x = a.x.data;
   if (norm) {
     void* xn = static_cast<char*>(ws) + kCublasLtWorkspace;
@@ -241,10 +229,10 @@ Status launch_linear_gemm(const ops::LinearArgs& a) {
                                 .weight_f32 = a.norm.weight.dtype == DType::F32, .out = xn, .T = T, .D = Kin,
                                 .eps = a.norm.eps, .bias = bias_in_norm ? a.bias.data : nullptr,
                                 .bias_out = a.out.data, .bias_out_f32 = out_f32, .bias_n = N};
-    MX_TRY(kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream())));
+    MX_TRY(kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, b.stream())));
     x = xn;
   }
-  if (!mxfp4) return lt_matmul(a.w.data, N, x, T, Kin, a.out.data, N, out_f32, beta, ws);
+  if (!mxfp4) return lt_matmul(b, a.w.data, N, x, T, Kin, a.out.data, N, out_f32, beta, ws);
   void* decoded = static_cast<char*>(ws) + kCublasLtWorkspace + xn_bytes;
   const int64_t chunk = decoded_chunk_rows(Kin);
   const size_t out_elem = out_f32 ? 4 : 2;
@@ -252,8 +240,8 @@ Status launch_linear_gemm(const ops::LinearArgs& a) {
     const int64_t n = std::min(chunk, N - n0);
     const kern::Mxfp4RowsParams p{.blocks = a.w.data, .scales = a.w_scales.data, .rows = nullptr, .first = n0,
                                   .n_rows = N, .width = Kin, .R = n, .out = decoded};
-    MX_TRY(kernel_status("mxfp4_rows_to_bf16", kern::run_mxfp4_rows_to_bf16(p, stream())));
-    MX_TRY(lt_matmul(decoded, n, x, T, Kin, static_cast<char*>(a.out.data) + size_t(n0) * out_elem, N, out_f32,
+    MX_TRY(kernel_status("mxfp4_rows_to_bf16", kern::run_mxfp4_rows_to_bf16(p, b.stream())));
+    MX_TRY(lt_matmul(b, decoded, n, x, T, Kin, static_cast<char*>(a.out.data) + size_t(n0) * out_elem, N, out_f32,
                      beta, ws));
   }
   return ok_status();
@@ -281,29 +269,34 @@ std::string silu_mul_contract_violation(const ops::SiluMulArgs& a) {
 
 }  // namespace
 
-Status embed(const ops::EmbedArgs& a) {
-  if (!ops::is_mxfp4(a.table_scales)) return launch_bf16_gather_rows(a.table, a.ids, a.out);
+Status embed(Backend& b, const ops::EmbedArgs& a) {
+  if (!ops::is_mxfp4(a.table_scales)) return launch_bf16_gather_rows(b, a.table, a.ids, a.out);
   const std::string bad = embed_mxfp4_contract_violation(a);
   MX_CHECK(bad.empty(), "mxfp4_rows_to_bf16 (embed): {}", bad);
   const kern::Mxfp4RowsParams p{.blocks = a.table.data, .scales = a.table_scales.data,
                                 .rows = a.ids.ptr<const int32_t>(), .first = 0, .n_rows = a.table.dim(0),
                                 .width = a.out.dim(1), .R = a.ids.dim(0), .out = a.out.data};
-  return kernel_status("mxfp4_rows_to_bf16 (embed)", kern::run_mxfp4_rows_to_bf16(p, stream()));
+  return kernel_status("mxfp4_rows_to_bf16 (embed)", kern::run_mxfp4_rows_to_bf16(p, b.stream()));
 }
 
-Status gather_rows(const ops::GatherRowsArgs& a) { return launch_bf16_gather_rows(a.x, a.rows, a.out); }
+Status gather_rows(Backend& b, const ops::GatherRowsArgs& a) { return launch_bf16_gather_rows(b, a.x, a.rows, a.out); }
 
-Status silu_mul(const ops::SiluMulArgs& a) {
+Status silu_mul(Backend& b, const ops::SiluMulArgs& a) {
   const std::string bad = silu_mul_contract_violation(a);
   MX_CHECK(bad.empty(), "bf16_silu_mul: {}", bad);
   const kern::SiluMulParams p{.gate_up = a.gate_up.data, .out = a.out.data, .T = a.out.dim(0), .I = a.out.dim(1)};
-  return kernel_status("bf16_silu_mul", kern::run_bf16_silu_mul(p, stream()));
+  return kernel_status("bf16_silu_mul", kern::run_bf16_silu_mul(p, b.stream()));
 }
 
-Status rmsnorm(const ops::RmsNormArgs& a) {
+Status rmsnorm(Backend& b, const ops::RmsNormArgs& a) {
   const kern::RmsNormParams p{.x = a.x.data, .weight = a.weight.data, .weight_f32 = a.weight.dtype == DType::F32,
                               .out = a.out.data, .T = a.x.dim(0), .D = a.x.dim(1), .eps = a.eps};
-  return kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, stream()));
+  return kernel_status("bf16_bf16w_rmsnorm", kern::run_bf16_bf16w_rmsnorm(p, b.stream()));
+}
+
+// cuBLASLt's workspace, the normalised x of the largest call and one chunk of decoded MXFP4 rows.
+size_t linear_gemm_scratch_bytes(const ops::CallShapes& s) {
+  return kCublasLtWorkspace + round256(size_t(s.max_tokens * s.max_in_features) * 2) + kDecodedChunkBytes;
 }
 
 bool linear_gemv_supported(const ops::LinearArgs& a) { return gemv_contract_violation(a).empty(); }
@@ -312,16 +305,16 @@ bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
   return qkv_epilogue_contract_violation(a).empty();
 }
 
-Status qkv_projection_fused(const ops::QkvProjectionArgs& a) {
-  return a.x.dim(0) == 0 ? ok_status() : launch_gemv_rope_cache(a);
+Status qkv_projection_fused(Backend& b, const ops::QkvProjectionArgs& a) {
+  return a.x.dim(0) == 0 ? ok_status() : launch_gemv_rope_cache(b, a);
 }
 
-Status linear_gemv(const ops::LinearArgs& a) {
-  return a.x.dim(0) == 0 ? ok_status() : launch_gemv(a);
+Status linear_gemv(Backend& b, const ops::LinearArgs& a) {
+  return a.x.dim(0) == 0 ? ok_status() : launch_gemv(b, a);
 }
 
-Status linear_gemm(const ops::LinearArgs& a) {
-  return a.x.dim(0) == 0 ? ok_status() : launch_linear_gemm(a);
+Status linear_gemm(Backend& b, const ops::LinearArgs& a) {
+  return a.x.dim(0) == 0 ? ok_status() : launch_linear_gemm(b, a);
 }
 
 }  // namespace mx::cuda

@@ -21,7 +21,7 @@ std::string norm_router_contract_violation(const ops::MoeRouterArgs& a) {
   return {};
 }
 
-Status launch_bf16_bf16w_norm_router(const ops::MoeRouterArgs& a) {
+Status launch_bf16_bf16w_norm_router(Backend& b, const ops::MoeRouterArgs& a) {
   const std::string bad = norm_router_contract_violation(a);
   MX_CHECK(bad.empty(), "bf16_bf16w_norm_router: {}", bad);
   const kern::NormRouterParams p{.x = a.x.data, .norm_weight = a.norm_weight.data, .eps = a.eps, .w = a.w.data,
@@ -29,13 +29,13 @@ Status launch_bf16_bf16w_norm_router(const ops::MoeRouterArgs& a) {
                                  .logits_f32 = a.logits.dtype == DType::F32, .T = a.x.dim(0), .D = int(a.x.dim(1)),
                                  .E = int(a.w.dim(0)),
                                  .w_scales = ops::is_mxfp4(a.w_scales) ? a.w_scales.data : nullptr};
-  return kernel_status("bf16_bf16w_norm_router", kern::run_bf16_bf16w_norm_router(p, stream()));
+  return kernel_status("bf16_bf16w_norm_router", kern::run_bf16_bf16w_norm_router(p, b.stream()));
 }
 
 }  // namespace
 
 bool moe_router_fused_supported(const ops::MoeRouterArgs& a) { return norm_router_contract_violation(a).empty(); }
 
-Status moe_router_fused(const ops::MoeRouterArgs& a) { return launch_bf16_bf16w_norm_router(a); }
+Status moe_router_fused(Backend& b, const ops::MoeRouterArgs& a) { return launch_bf16_bf16w_norm_router(b, a); }
 
 }  // namespace mx::cuda

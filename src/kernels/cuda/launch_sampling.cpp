@@ -27,7 +27,7 @@ std::string block_per_row_contract_violation(int64_t R) {
 }
 }  // namespace
 
-Status logprobs_topk(const ops::LogprobsTopkArgs& a) {
+Status logprobs_topk(Backend& b, const ops::LogprobsTopkArgs& a) {
   const std::string bad = block_per_row_contract_violation(a.logits.dim(0));
   MX_CHECK(bad.empty(), "f32_logprobs_topk: {}", bad);
   const kern::LogprobsTopkParams p{.logits = a.logits.ptr<const float>(),
@@ -37,10 +37,10 @@ Status logprobs_topk(const ops::LogprobsTopkArgs& a) {
                                    .lse = a.lse.ptr<float>(),
                                    .top_ids = a.top_ids.ptr<int32_t>(),
                                    .top_logprobs = a.top_logprobs.ptr<float>()};
-  return kernel_status("f32_logprobs_topk", kern::run_f32_logprobs_topk(p, stream()));
+  return kernel_status("f32_logprobs_topk", kern::run_f32_logprobs_topk(p, b.stream()));
 }
 
-Status logits_process(const ops::LogitsProcessArgs& a) {
+Status logits_process(Backend& b, const ops::LogitsProcessArgs& a) {
   const std::string bad = block_per_row_contract_violation(a.logits.dim(0));
   MX_CHECK(bad.empty(), "f32_logits_process: {}", bad);
   const kern::LogitsProcessParams p{.logits = a.logits.ptr<float>(),
@@ -51,10 +51,10 @@ Status logits_process(const ops::LogitsProcessArgs& a) {
                                     .entries = a.entries.ptr<const int32_t>(),
                                     .N = a.entries.dim(0),
                                     .saved = a.saved.ptr<float>()};
-  return kernel_status("f32_logits_process", kern::run_f32_logits_process(p, stream()));
+  return kernel_status("f32_logits_process", kern::run_f32_logits_process(p, b.stream()));
 }
 
-Status logprobs_chosen(const ops::LogprobsChosenArgs& a) {
+Status logprobs_chosen(Backend& b, const ops::LogprobsChosenArgs& a) {
   const kern::LogprobsChosenParams p{.logits = a.logits.ptr<const float>(),
                                      .R = a.logits.dim(0),
                                      .V = a.logits.dim(1),
@@ -66,7 +66,7 @@ Status logprobs_chosen(const ops::LogprobsChosenArgs& a) {
                                      .rows_k = a.rows_k.ptr<const int32_t>(),
                                      .lse = a.lse.ptr<const float>(),
                                      .logprobs = a.logprobs.ptr<float>()};
-  return kernel_status("f32_logprobs_chosen", kern::run_f32_logprobs_chosen(p, stream()));
+  return kernel_status("f32_logprobs_chosen", kern::run_f32_logprobs_chosen(p, b.stream()));
 }
 
 }  // namespace mx::cuda

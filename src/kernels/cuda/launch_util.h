@@ -1,5 +1,5 @@
 // Host-side helpers of the CUDA launchers (launch_*.cpp, compiled as C++ so that MX_CHECK/fmt
-// work): the engine stream, the scratch workspace, launch-status conversion, alignment checks, the
+// work): the scratch each launch needs, launch-status conversion, alignment checks, the
 // contracts several kernels share (KV cache layout, MXFP4 experts). Each kernel's contract is one
 // `<kernel>_contract_violation` function returning the reason it fails ("" when the kernel can
 // run), used by the launch (one MX_CHECK naming the kernel) and by the op's `*_supported()`.
@@ -10,23 +10,20 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/context.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/kernels.h"
 
 namespace mx::cuda {
 
-inline cudaStream_t stream() { return static_cast<cudaStream_t>(current_stream()); }
-
-// One grow-only device scratch buffer shared by all ops of the engine stream (ops run in stream
-// order, so one op's scratch is dead when the next starts). Growing is refused while the stream is
-// captured into a graph: run one eager step at the largest shapes first. Defined in memory.cpp.
-Result<void*> workspace(size_t bytes);
-
-// Multiprocessor count, opt-in shared memory per block and compute capability (89 for 8.9) of
-// the current device (cached).
-int sm_count();
-size_t max_smem_per_block();
-int compute_capability();
+// The scratch each kernel family's launch takes from Backend::workspace for the largest calls of
+// `s`, defined beside each launch (the engine reserves their maximum: Backend::reserve).
+size_t linear_gemm_scratch_bytes(const ops::CallShapes& s);
+size_t attention_scratch_bytes(const Backend& b, const ops::CallShapes& s);
+size_t moe_scratch_bytes(const ops::CallShapes& s);
+size_t moe_grouped_scratch_bytes(const ops::CallShapes& s);
+size_t sample_scratch_bytes(const Backend& b, const ops::CallShapes& s);
 
 inline Status kernel_status(const char* kernel, cudaError_t err) {
   MX_CHECK(err == cudaSuccess, "{}: launch failed: {}", kernel, cudaGetErrorString(err));
