@@ -45,7 +45,7 @@ class CudaBf16AttentionPrefill : public ::testing::TestWithParam<Kernel> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Kernels, CudaBf16AttentionPrefill, ::testing::Values(Kernel::kMmaSync, Kernel::kWgmma),
+INSTANTIATE_TEST_SUITE_P(CudaKernels, CudaBf16AttentionPrefill, ::testing::Values(Kernel::kMmaSync, Kernel::kWgmma),
                          [](const auto& info) { return info.param == Kernel::kWgmma ? "wgmma" : "mma_sync"; });
 
 // One sequence, tokens first..first+T-1, shuffled distinct blocks.

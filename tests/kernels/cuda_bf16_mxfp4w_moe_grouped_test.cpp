@@ -167,7 +167,7 @@ class CudaBf16Mxfp4wMoeGrouped : public ::testing::TestWithParam<Gemm> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Gemms, CudaBf16Mxfp4wMoeGrouped, ::testing::Values(Gemm::kMmaSync, Gemm::kWgmma),
+INSTANTIATE_TEST_SUITE_P(CudaGemms, CudaBf16Mxfp4wMoeGrouped, ::testing::Values(Gemm::kMmaSync, Gemm::kWgmma),
                          [](const auto& info) { return info.param == Gemm::kWgmma ? "wgmma" : "mma_sync"; });
 
 TEST_P(CudaBf16Mxfp4wMoeGrouped, GptOss120bSizesT2048) {
