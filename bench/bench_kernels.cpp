@@ -1,7 +1,8 @@
 // bench_kernels: times the batch-1 decode kernels (MoE MXFP4 GEMV, dense GEMV, attention decode)
 // as CUDA-graph replays over weights rotated past L2, and prints achieved GB/s against the
 // device-to-device copy bandwidth measured first; then the prefill attention kernels (TFLOP/s) and
-// both attention paths at small T (the dispatch threshold). Usage: bench_kernels [attention|prefill|moe]
+// both attention paths at small T (the dispatch threshold). Each row starts with the stem of the
+// kernel it times (docs/KERNELS.md). Usage: bench_kernels [attention|prefill|moe]
 // (`attention`: the decode-attention rows only; `prefill`: the prefill attention rows only; `moe`:
 // the MoE GEMV row only).
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 
 #include "bench_util.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/heuristics.h"
 #include "kernels/ops.h"
 #include "bench_context.h"
 
@@ -80,7 +82,7 @@ double time_graph(int calls, int reps, const std::function<void(int)>& call) {
 double g_copy_gbs = 0;
 void report(const char* name, double us, double bytes) {
   const double gbs = bytes / us / 1e3;
-  std::printf("| %-34s | %9.1f | %8.1f | %7.0f | %5.1f%% |\n", name, us, bytes / 1e6, gbs, 100.0 * gbs / g_copy_gbs);
+  std::printf("| %-44s | %9.1f | %8.1f | %7.0f | %5.1f%% |\n", name, us, bytes / 1e6, gbs, 100.0 * gbs / g_copy_gbs);
 }
 
 void bench_copy() {
@@ -122,7 +124,7 @@ void bench_moe() {
   const double us = time_graph(int(sets), 20, [&](int i) {
     must(ops::moe(bench::ctx(), {.x = x, .ids = ids.rows(i, 1), .weights = weights.rows(i, 1), .w = w, .residual = res}));
   });
-  report("moe gemv T=1 (E=128, K=4)", us, double(K) * (2 * F + D) * (D / 32) * 17.0);
+  report("bf16_mxfp4w_moe_gemv T=1 E=128 K=4", us, double(K) * (2 * F + D) * (D / 32) * 17.0);
 }
 
 void bench_linear(const char* name, int64_t T, int64_t N, int64_t Kin, int copies, DType out_type) {
@@ -163,7 +165,7 @@ void bench_attention(int depth, int window, bool fp8 = false) {
                          .batch = {.positions = p, .seq_index = s, .block_tables = tbl},
                          .cache = caches[size_t(l)], .out = out}));
   });
-  std::string name = "attention decode depth " + std::to_string(depth);
+  std::string name = "bf16_attention_decode depth " + std::to_string(depth);
   if (window) name += " window " + std::to_string(window);
   if (fp8) name += " fp8";
   report(name.c_str(), us, double(window ? std::min(window, depth + 1) : depth + 1) * Hkv * Dh * 2 * (fp8 ? 1 : 2));
@@ -202,23 +204,29 @@ double attention_flops(int T, int depth, int window) {
 
 void bench_attention_prefill() {
   std::printf("\n| attention, 64/8 heads, Dh 64 | us/call | GFLOP | TFLOP/s |\n|---|---|---|---|\n");
-  std::vector<std::pair<const char*, cuda::PrefillKernel>> kernels{{"mma.sync", cuda::PrefillKernel::kMmaSync}};
-  if (cuda::attention_prefill_wgmma_available()) kernels.emplace_back("wgmma", cuda::PrefillKernel::kWgmma);
+  std::vector<std::pair<const char*, cuda::PrefillKernel>> kernels{
+      {"bf16_attention_prefill", cuda::PrefillKernel::kMmaSync}};
+  if (cuda::attention_prefill_wgmma_available())
+    kernels.emplace_back("sm90_bf16_attention_prefill", cuda::PrefillKernel::kWgmma);
   for (const auto& [kname, kernel] : kernels)
     for (int depth : {0, 32768})
       for (int window : {0, 128}) {
         const auto fn = [kernel](const ops::AttentionArgs& a) { return cuda::attention_prefill(a, kernel); };
         const double us = time_attention_chunk(2048, depth, window, fn, depth ? 5 : 20);
         const double f = attention_flops(2048, depth, window);
-        std::printf("| prefill (%s) T=2048 d%d %s | %9.1f | %7.2f | %6.1f |\n", kname, depth,
+        std::printf("| %s T=2048 d%d %s | %9.1f | %7.2f | %6.1f |\n", kname, depth,
                     window ? "window 128" : "full", us, f / 1e9, f / us / 1e6);
       }
   const double us = time_attention_chunk(2048, 0, 0, cuda::attention_decode, 3);  // the kernel prefill replaced
-  std::printf("| decode kernel T=2048 d0 full | %9.1f | %7.2f | %6.1f |\n", us, attention_flops(2048, 0, 0) / 1e9,
+  std::printf("| bf16_attention_decode T=2048 d0 full | %9.1f | %7.2f | %6.1f |\n", us,
+              attention_flops(2048, 0, 0) / 1e9,
               attention_flops(2048, 0, 0) / us / 1e6);
-  // kAttentionPrefillMinTokensPerSeq (dispatch.cpp): both kernels at small T on a 4096-token prefix.
-  std::printf("\n| T at depth 4096 (full / window 128) | decode us | prefill us | decode us (w) | prefill us (w) |\n"
-              "|---|---|---|---|---|\n");
+  // kAttentionPrefillMinTokensPerSeq (heuristics.h): both kernels at small T on a 4096-token prefix.
+  const char* prefill = cuda::attention_prefill_wgmma_available() ? "sm90_bf16_attention_prefill"
+                                                                   : "bf16_attention_prefill";
+  std::printf("\n| T at depth 4096 (full / window 128) | bf16_attention_decode us | %s us "
+              "| bf16_attention_decode us (w) | %s us (w) |\n|---|---|---|---|---|\n",
+              prefill, prefill);
   for (int T : {2, 4, 8, 12, 16, 24, 32, 64, 96, 128}) {
     double r[4];
     for (int i = 0; i < 4; ++i)
@@ -255,13 +263,14 @@ int main(int argc, char** argv) {
   std::printf("| kernel (batch 1) | us/call | MB/call | GB/s | of copy |\n|---|---|---|---|---|\n");
   if (!attention_only) {
     bench_moe();
-    bench_linear("linear qkv 5120x2880 T=1 (gemv)", 1, 5120, 2880, 8, DType::BF16);
-    bench_linear("linear o 2880x4096 T=1 (gemv)", 1, 2880, 4096, 8, DType::BF16);
-    bench_linear("linear lm_head 201088x2880 T=1 f32", 1, 201088, 2880, 1, DType::F32);
+    bench_linear("bf16_bf16w_gemv qkv 5120x2880 T=1", 1, 5120, 2880, 8, DType::BF16);
+    bench_linear("bf16_bf16w_gemv o 2880x4096 T=1", 1, 2880, 4096, 8, DType::BF16);
+    bench_linear("bf16_bf16w_gemv lm_head 201088x2880 T=1 f32", 1, 201088, 2880, 1, DType::F32);
     for (int T : {2, 4, 5, 8}) {
       char name[64];
-      // kLinearGemvMaxTokens (dispatch.cpp) picks the path.
-      std::snprintf(name, sizeof name, "linear qkv T=%d (%s)", T, T <= 2 ? "gemv" : "cublaslt");
+      // heuristics::kLinearGemvMaxTokens picks the path: the GEMV, else cuBLASLt (bf16_bf16w_gemm.cu).
+      std::snprintf(name, sizeof name, "%s qkv T=%d",
+                    T <= heuristics::kLinearGemvMaxTokens ? "bf16_bf16w_gemv" : "bf16_bf16w_gemm (cuBLASLt)", T);
       bench_linear(name, T, 5120, 2880, 8, DType::BF16);
     }
   }

@@ -1,6 +1,8 @@
 // bench_sweeps: the timing sweeps behind heuristics.h's bounds and the fusions of dispatch.cpp: each
 // times the alternatives of one choice at gpt-oss sizes and prints a markdown table (docs/lab,
-// docs/PERFORMANCE.md). Usage: bench_sweeps <sweep>, one of
+// docs/PERFORMANCE.md) whose columns name the kernels by their stems (docs/KERNELS.md; `linear`
+// where the route depends on T: the GEMV up to its bound, cuBLASLt above). Usage: bench_sweeps
+// <sweep>, one of
 //   moe_router      fused norm + router GEMV against rmsnorm -> linear (kMoeRouterFusedMaxTokens)
 //   input_norm      linear with the input RMSNorm fused into the GEMV against rmsnorm -> linear
 //   mxfp4_gemv      linear with BF16 against MXFP4 weights, µs and GB/s (kLinearMxfp4GemvMaxTokens)
@@ -32,7 +34,7 @@ namespace {
 // (71 MB at E = 128, past L2), as in a decode step.
 void sweep_moe_router() {
   const int D = 2880, kCopies = 96;
-  std::printf("| E | T | rmsnorm + linear us | fused us |\n|---|---|---|---|\n");
+  std::printf("| E | T | bf16_bf16w_rmsnorm + linear us | bf16_bf16w_norm_router us |\n|---|---|---|---|\n");
   for (const int E : {128, 32}) {
     std::vector<GpuTensor> ws;
     for (int i = 0; i < kCopies; ++i)
@@ -69,7 +71,7 @@ void sweep_input_norm() {
     ws.push_back(bf16_tensor(random_floats(size_t(N * Kin), 900 + i, -0.05f, 0.05f), {N, Kin}));
   GpuTensor nw = bf16_tensor(random_floats(size_t(Kin), 910, 0.5f, 2.0f), {Kin});
   GpuTensor b = bf16_tensor(random_floats(size_t(N), 911), {N});
-  std::printf("| T | rmsnorm + gemv us | fused us |\n|---|---|---|\n");
+  std::printf("| T | bf16_bf16w_rmsnorm + bf16_bf16w_gemv us | bf16_bf16w_gemv (norm fused) us |\n|---|---|---|\n");
   for (const int64_t T : {1, 2}) {
     GpuTensor x = bf16_tensor(random_floats(size_t(T * Kin), 920, -3.0f, 3.0f), {T, Kin});
     GpuTensor xn = bf16_tensor(std::vector<float>(size_t(T * Kin)), {T, Kin});
@@ -91,7 +93,8 @@ void sweep_input_norm() {
 }
 
 // linear with BF16 and MXFP4 weights at decode sizes inside CUDA graphs, weights rotated over
-// copies past L2: µs per call and GB/s of weight bytes.
+// copies past L2: µs per call and GB/s of weight bytes. bf16_bf16w: bf16_bf16w_gemv up to its
+// bound, cuBLASLt above; bf16_mxfp4w: bf16_mxfp4w_gemv at T = 1, bf16_mxfp4w_gemv_mma above.
 void sweep_mxfp4_gemv() {
   struct Shape {
     const char* name;
@@ -100,7 +103,8 @@ void sweep_mxfp4_gemv() {
     int copies;
   };
   const Shape shapes[] = {{"qkv", 5120, 2880, true, 8}, {"o", 2880, 4096, false, 8}, {"lm_head", 201088, 2880, true, 1}};
-  std::printf("| matrix | T | BF16 µs | BF16 GB/s | MXFP4 µs | MXFP4 GB/s |\n|---|--:|--:|--:|--:|--:|\n");
+  std::printf("| matrix | T | bf16_bf16w µs | bf16_bf16w GB/s | bf16_mxfp4w µs | bf16_mxfp4w GB/s |\n"
+              "|---|--:|--:|--:|--:|--:|\n");
   for (const Shape& sh : shapes) {
     std::vector<GpuTensor> bf;
     std::vector<Mxfp4Gpu> q;
@@ -171,7 +175,8 @@ void sweep_qkv_projection() {
   for (int i = 0; i < Dh / 2; ++i) inv[size_t(i)] = std::pow(150000.0f, -2.0f * float(i) / float(Dh));
   GpuTensor inv_freq = raw(inv, DType::F32, {Dh / 2});
   const ops::RopeTable rope{.inv_freq = inv_freq.gpu, .concentration = 1.3465736f};
-  std::printf("| T | rmsnorm + gemv + rope_cache us | gemv(norm) + rope_cache us | qkv_projection us |\n"
+  std::printf("| T | bf16_bf16w_rmsnorm + bf16_bf16w_gemv + bf16_qkv_rope_cache us "
+              "| bf16_bf16w_gemv (norm) + bf16_qkv_rope_cache us | bf16_bf16w_gemv (norm, qkv epilogue) us |\n"
               "|---|---|---|---|\n");
   for (const std::vector<int32_t>& pos : {std::vector<int32_t>{4097}, std::vector<int32_t>{4097, 100}}) {
     const int64_t T = int64_t(pos.size());
@@ -277,12 +282,14 @@ std::vector<int64_t> sweep_tokens() {
 
 // The per-(token, slot) GEMVs (cuda::moe) and the grouped path (cuda::moe_grouped: each GEMM
 // family pinned, then FP8 activations) at 120b sizes, µs per call (route + GEMMs + finalize);
-// eight id sets rotate so that routed experts change between calls.
+// eight id sets rotate so that routed experts change between calls. The mma.sync pin takes the
+// thin GEMMs up to heuristics::kShortTileMaxPairsPerExpert pairs per expert, the grouped ones above.
 void sweep_moe_grouped() {
   const int64_t E = 128, D = 2880, F = 2880;
   const int K = 4;
   const Experts ex = make_experts(E, D, F, 5000);
-  std::printf("| T | gemv us | grouped mma.sync us | grouped wgmma us | grouped fp8 us |\n|---|---|---|---|---|\n");
+  std::printf("| T | bf16_mxfp4w_moe_gemv us | bf16_mxfp4w_moe_thin / _grouped us | sm90_bf16_mxfp4w_moe_grouped us "
+              "| e4m3_mxfp4w_moe_grouped us |\n|---|---|---|---|---|\n");
   for (const int64_t T : sweep_tokens()) {
     std::vector<MoeInputs> sets;
     for (int i = 0; i < 8; ++i)
@@ -343,7 +350,7 @@ void sweep_all_reduce() {
               [&](int) { return c.all_reduce_add(ops::PartialSlot::Attention, xt); }, kCalls, kReplays);
         });
       for (auto& t : threads) t.join();
-      std::printf("all_reduce_add, %d GPUs, %d x 2880 bf16: %.2f us per call (rank 0, in a CUDA graph)\n", n, T,
+      std::printf("bf16_all_reduce_add, %d GPUs, %d x 2880 bf16: %.2f us per call (rank 0, in a CUDA graph)\n", n, T,
                   per_call[0]);
     }
   }

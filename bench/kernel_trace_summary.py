@@ -10,13 +10,22 @@ the added times sum to the step. Usage: kernel_trace_summary.py trace.csv [--ski
 import argparse
 import collections
 import csv
+import re
 import statistics
 
 
 def short(name):
-    for cut in ("void ", "(anonymous namespace)::", "mx::cuda::kern::", "moe_gemv::"):
-        name = name.replace(cut, "")
-    return name.split("(")[0][:70]
+    """The kernel's name (its stem, docs/KERNELS.md) and template arguments, without the return
+    type, namespaces and parameter list: bf16_bf16w_gemv<1, InNorm 1, Epilogue 1, true>."""
+    name = name.replace("(anonymous namespace)::", "").removeprefix("void ")
+    depth = 0
+    for i, ch in enumerate(name):
+        depth += (ch == "<") - (ch == ">")
+        if ch == "(" and depth == 0:  # the parameter list; a "(" inside <> is an enum argument's cast
+            name = name[:i]
+            break
+    name = re.sub(r"\b\w+::", "", name)  # mx::cuda::kern::, gemv::, moe_gemv::
+    return re.sub(r"\((\w+)\)(-?\d+)", r"\1 \2", name)[:70]  # (InNorm)1 -> InNorm 1
 
 
 def main():

@@ -1,7 +1,8 @@
-// The attention tests' inputs (cuda_attention_test.cpp, cuda_attention_prefill_test.cpp): a paged
-// BF16/F32 cache (or an FP8 one: the same E4M3 codes and scales on both sides) with random contents
-// and a block table (shuffled blocks, or sliding-window rings), a token batch, and one attention
-// call on the GPU (a chosen CUDA entry point) and on the CPU.
+// The attention tests' inputs (cuda_bf16_attention_decode_test.cpp,
+// cuda_bf16_attention_prefill_test.cpp): a paged BF16/F32 cache (or an FP8 one: the same E4M3
+// codes and scales on both sides) with random contents and a block table (shuffled blocks, or
+// sliding-window rings), a token batch, and one attention call on the GPU (a chosen CUDA entry
+// point) and on the CPU.
 #pragma once
 
 #include <algorithm>

@@ -31,7 +31,7 @@ std::vector<int32_t> run(const SampleCase& c, int64_t R, int64_t V, Device dev) 
   return out;
 }
 
-TEST(CudaSample, MatchesCpuAtVocabSize) {
+TEST(CudaF32Sample, MatchesCpuAtVocabSize) {
   MX_REQUIRE_CUDA();
   const int64_t R = 24, V = 201088;
   std::mt19937 rng(1234);
@@ -59,7 +59,7 @@ TEST(CudaSample, MatchesCpuAtVocabSize) {
 
 // Greedy rows: the row's max is found by many blocks each over a share of the row, merged with the
 // lowest index winning ties, also across shares, and for a row of equal logits.
-TEST(CudaSample, GreedyTakesTheFirstOfTiedMaxima) {
+TEST(CudaF32Sample, GreedyTakesTheFirstOfTiedMaxima) {
   MX_REQUIRE_CUDA();
   const int64_t R = 3, V = 201088;
   SampleCase c;
@@ -77,7 +77,7 @@ TEST(CudaSample, GreedyTakesTheFirstOfTiedMaxima) {
   EXPECT_EQ(run(c, R, V, Device::CPU), want);
 }
 
-TEST(CudaSample, FrequenciesFollowTheSoftmax) {
+TEST(CudaF32Sample, FrequenciesFollowTheSoftmax) {
   MX_REQUIRE_CUDA();
   const std::vector<float> l = {1.0f, 0.0f, 2.0f, -1.0f, 0.5f};
   const int64_t R = 40000, V = 5;

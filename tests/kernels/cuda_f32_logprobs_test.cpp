@@ -3,6 +3,8 @@
 // at odd small sizes: ties at the top and at the k-th logit, -inf and NaN, rows without work,
 // k = 0, 1, 20; every entry kind, a token in all three kinds, tokens absent from the history.
 // Then the whole stage captured in one CUDA graph, and its cost per step at batch 1.
+// Suites by kernel: CudaF32LogprobsTopk, CudaF32LogitsProcess, CudaF32LogprobsChosen; the stage
+// (those three and f32_sample): CudaSamplingStage.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -164,23 +166,23 @@ void expect_topk_matches(int64_t R, int64_t V, uint64_t seed) {
   EXPECT_TRUE(same_topk(gpu, cpu, c)) << "R=" << R << " V=" << V;
 }
 
-TEST(CudaLogitsOps, LogprobsTopkMatchesCpuAtVocabSize) {
+TEST(CudaF32LogprobsTopk, LogprobsTopkMatchesCpuAtVocabSize) {
   MX_REQUIRE_CUDA();
   for (int64_t R : {1, 3, 64}) expect_topk_matches(R, kVocab, 100 + uint64_t(R));
 }
 
-TEST(CudaLogitsOps, LogprobsTopkMatchesCpuAt256Rows) {
+TEST(CudaF32LogprobsTopk, LogprobsTopkMatchesCpuAt256Rows) {
   MX_REQUIRE_CUDA();
   expect_topk_matches(256, kVocab, 7);
 }
 
 // Odd sizes: rows not 16-byte aligned, V < 1024 (idle warps), V < k.
-TEST(CudaLogitsOps, LogprobsTopkMatchesCpuAtOddSmallVocab) {
+TEST(CudaF32LogprobsTopk, LogprobsTopkMatchesCpuAtOddSmallVocab) {
   MX_REQUIRE_CUDA();
   for (int64_t V : {7, 37, 1001, 4099, 65537}) expect_topk_matches(64, V, 200 + uint64_t(V));
 }
 
-TEST(CudaLogitsOps, LogprobsTopkSingleRows) {
+TEST(CudaF32LogprobsTopk, LogprobsTopkSingleRows) {
   MX_REQUIRE_CUDA();
   for (RowKind kind : kAllKinds)
     for (int32_t k : {20, 1, 0, -1}) {
@@ -191,7 +193,7 @@ TEST(CudaLogitsOps, LogprobsTopkSingleRows) {
 }
 
 // The comparison catches a swapped pair of ids, an lse off by 1e-3 and a write into a k < 0 row.
-TEST(CudaLogitsOps, TopkCheckerCatchesErrors) {
+TEST(CudaF32LogprobsTopk, TopkCheckerCatchesErrors) {
   MX_REQUIRE_CUDA();
   const TopkCase c = topk_case(5, 4099, 9, {RowKind::Peaked}, {20, 20, 20, -1, 20});
   const auto [gpu, cpu] = run_topk(c);
@@ -310,7 +312,7 @@ std::pair<Processed, Processed> run_process(const ProcessCase& c) {
   return {{from_gpu<float>(m.logits), from_gpu<float>(m.saved)}, {from_cpu<float>(m.logits), from_cpu<float>(m.saved)}};
 }
 
-TEST(CudaLogitsOps, LogitsProcessMatchesCpu) {
+TEST(CudaF32LogitsProcess, LogitsProcessMatchesCpu) {
   MX_REQUIRE_CUDA();
   for (auto [R, V] : {std::pair<int64_t, int64_t>{1, kVocab}, {3, kVocab}, {64, kVocab}, {256, kVocab}, {64, 37}, {5, 1001}}) {
     const ProcessCase c = process_case(R, V, 400 + uint64_t(R * V));
@@ -319,7 +321,7 @@ TEST(CudaLogitsOps, LogitsProcessMatchesCpu) {
   }
 }
 
-TEST(CudaLogitsOps, ProcessCheckerCatchesErrors) {
+TEST(CudaF32LogitsProcess, ProcessCheckerCatchesErrors) {
   MX_REQUIRE_CUDA();
   const ProcessCase c = process_case(5, 1001, 11);
   const auto [gpu, cpu] = run_process(c);
@@ -335,7 +337,7 @@ TEST(CudaLogitsOps, ProcessCheckerCatchesErrors) {
 
 // logprobs_chosen on identical inputs: the same floats. Saved values differ per entry so that
 // reading any but the token's first entry shows.
-TEST(CudaLogitsOps, LogprobsChosenMatchesCpu) {
+TEST(CudaF32LogprobsChosen, LogprobsChosenMatchesCpu) {
   MX_REQUIRE_CUDA();
   for (auto [R, V] : {std::pair<int64_t, int64_t>{1, kVocab}, {64, kVocab}, {256, 1001}}) {
     const ProcessCase c = process_case(R, V, 500 + uint64_t(R));
@@ -370,7 +372,7 @@ TEST(CudaLogitsOps, LogprobsChosenMatchesCpu) {
 // ---- the stage in one graph ---------------------------------------------------------------------
 // topk over the raw logits, process, sample, chosen: captured once, replayed; against the eager
 // run (bitwise) and the CPU (greedy rows' ids; every row's chosen logprob = raw logit - lse).
-TEST(CudaLogitsOps, StageCapturedInOneGraph) {
+TEST(CudaSamplingStage, StageCapturedInOneGraph) {
   MX_REQUIRE_CUDA();
   const int64_t R = 8, V = kVocab;
   ProcessCase c = process_case(R, V, 600);
@@ -434,7 +436,7 @@ TEST(CudaLogitsOps, StageCapturedInOneGraph) {
 
 // Microseconds per call at batch 1 inside a graph (the decode step is ~2.3 ms): rows without work
 // must cost next to nothing. Printed for docs/PERFORMANCE.md; the bound is loose on purpose.
-TEST(CudaLogitsOps, CostAtBatchOne) {
+TEST(CudaSamplingStage, CostAtBatchOne) {
   MX_REQUIRE_CUDA();
   const int64_t V = kVocab;
   for (int32_t want : {-1, 0, 20}) {

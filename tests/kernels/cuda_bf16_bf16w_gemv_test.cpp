@@ -1,6 +1,8 @@
 // CUDA dense ops (embed, gather_rows, rmsnorm, linear: GEMV and cuBLASLt paths, with and without
 // the input RMSNorm) against the CPU reference on the same seeded bf16-rounded inputs, at gpt-oss
 // sizes and odd ones; every linear checks the route it took (GEMV or cuBLASLt by T, linear_route).
+// Suites by kernel: CudaBf16Bf16wGemv (and cuBLASLt above its bound), CudaBf16Mxfp4wGemv (with
+// bf16_mxfp4w_gemv_mma), CudaBf16Bf16wRmsnorm, CudaBf16GatherRows, CudaMxfp4RowsToBf16.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -27,7 +29,7 @@ std::vector<std::string> routes_of(const std::function<Status()>& call) {
   return cuda_routes(rec);
 }
 
-TEST(CudaDense, EmbedAndGatherRowsCopyBitwise) {
+TEST(CudaBf16GatherRows, EmbedAndGatherRowsCopyBitwise) {
   MX_REQUIRE_CUDA();
   const int64_t V = 1000, D = 2880, T = 7;
   Mirror table = bf16_weights(random_floats(size_t(V * D), 1), {V, D});
@@ -46,7 +48,7 @@ TEST(CudaDense, EmbedAndGatherRowsCopyBitwise) {
 
 // Rows kept in registers (bf16 weight, D % 8 == 0, up to 8192 values) and the generic kernel (the
 // other widths), at a prompt's and a decode batch's token counts.
-TEST(CudaDense, RmsNormMatchesReference) {
+TEST(CudaBf16Bf16wRmsnorm, RmsNormMatchesReference) {
   MX_REQUIRE_CUDA();
   const std::pair<int64_t, int64_t> shapes[] = {{3, 2880}, {64, 2880}, {3, 100}, {3, 7}, {2, 8192}, {2, 8200}, {5, 8}};
   for (const auto& [T, D] : shapes) {
@@ -88,7 +90,7 @@ std::pair<std::vector<float>, std::vector<float>> run_linear(const LinearCase& c
   return {download(out.gpu), host_floats(out)};
 }
 
-TEST(CudaDense, LinearMatchesReferenceAtGptOssAndOddSizes) {
+TEST(CudaBf16Bf16wGemv, LinearMatchesReferenceAtGptOssAndOddSizes) {
   MX_REQUIRE_CUDA();
   using A = ops::Accumulate;
   const LinearCase cases[] = {
@@ -138,7 +140,7 @@ std::pair<std::vector<float>, std::vector<float>> run_mxfp4_linear(const LinearC
   return {download(out.gpu), host_floats(out)};
 }
 
-TEST(CudaDense, Mxfp4LinearMatchesReference) {
+TEST(CudaBf16Mxfp4wGemv, Mxfp4LinearMatchesReference) {
   MX_REQUIRE_CUDA();
   using A = ops::Accumulate;
   struct Case {
@@ -177,7 +179,7 @@ TEST(CudaDense, Mxfp4LinearMatchesReference) {
 // lm_head in MXFP4: the GEMVs at T = 1 and 6 (persistent blocks, many tiles each) and, at T = 12,
 // cuBLASLt over 18 decoded chunks of 11,648 rows (the last one partial) writing column slices of
 // the f32 logits.
-TEST(CudaDense, Mxfp4LmHeadF32Logits) {
+TEST(CudaBf16Mxfp4wGemv, Mxfp4LmHeadF32Logits) {
   MX_REQUIRE_CUDA();
   for (const int64_t T : {1, 6, 12}) {
     const auto [gpu, cpu] = run_mxfp4_linear({T, 201088, 2880, false, true, ops::Accumulate::No}, false, 7 + T);
@@ -185,7 +187,7 @@ TEST(CudaDense, Mxfp4LmHeadF32Logits) {
   }
 }
 
-TEST(CudaDense, Mxfp4EmbedDecodesRowsBitwise) {
+TEST(CudaMxfp4RowsToBf16, Mxfp4EmbedDecodesRowsBitwise) {
   MX_REQUIRE_CUDA();
   const int64_t V = 1000, D = 2880, T = 6;
   const Mxfp4Mirror table = mxfp4_weights(random_floats(size_t(V * D), 41, -3.0f, 3.0f), V, D);
@@ -196,13 +198,13 @@ TEST(CudaDense, Mxfp4EmbedDecodesRowsBitwise) {
   EXPECT_EQ(download(out.gpu), host_floats(out));  // every MXFP4 value is a BF16 value
 }
 
-TEST(CudaDense, LmHeadGemvF32Logits) {
+TEST(CudaBf16Bf16wGemv, LmHeadGemvF32Logits) {
   MX_REQUIRE_CUDA();
   const auto [gpu, cpu] = run_linear({1, 201088, 2880, false, true, ops::Accumulate::No}, 7);
   EXPECT_LT(nmse(gpu, cpu), 1e-7);  // f32 out: only the FP32 accumulation order differs
 }
 
-TEST(CudaDense, ComparisonCatchesCorruptedOutput) {
+TEST(CudaBf16Bf16wGemv, ComparisonCatchesCorruptedOutput) {
   MX_REQUIRE_CUDA();
   const auto [gpu, cpu] = run_linear({1, 2880, 2880, true, false, ops::Accumulate::No}, 9);
   EXPECT_LT(nmse(gpu, cpu), kLinearNmse);
@@ -241,7 +243,7 @@ NormRun run_norm_linear(const NormCase& c, uint64_t seed) {
   return {download(out.gpu), host_floats(out), download(ref.gpu)};
 }
 
-TEST(CudaDense, LinearWithInputNormMatchesReference) {
+TEST(CudaBf16Bf16wGemv, LinearWithInputNormMatchesReference) {
   MX_REQUIRE_CUDA();
   const NormCase cases[] = {
       {1, 5120, 2880},  // attention norm + qkv, fused GEMV
@@ -266,7 +268,7 @@ TEST(CudaDense, LinearWithInputNormMatchesReference) {
   }
 }
 
-TEST(CudaDense, InputNormComparisonCatchesCorruptedOutput) {
+TEST(CudaBf16Bf16wGemv, InputNormComparisonCatchesCorruptedOutput) {
   MX_REQUIRE_CUDA();
   const NormRun r = run_norm_linear({1, 5120, 2880}, 77);
   EXPECT_LT(nmse(r.gpu, r.cpu), kLinearNmse);

@@ -1,6 +1,7 @@
 // CUDA router_topk (ids bitwise) and the MXFP4 MoE GEMVs against the CPU reference: gpt-oss
 // sizes (D = F = 2880, E = 32 / 128, K = 4), odd small ones, idle experts, all tokens on one expert;
 // every ops::moe call checks the routes it took (the GEMVs up to heuristics::kMoeGemvMaxTokens).
+// Suites by kernel: CudaBf16Mxfp4wMoeGemv (gate_up and down), CudaBf16RouterTopk.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +21,7 @@ namespace {
 // NMSE ~1e-8) and the summation order differs.
 constexpr double kMoeNmse = 1e-5;
 
-TEST(CudaMoe, RouterTopkIdsBitwise) {
+TEST(CudaBf16RouterTopk, RouterTopkIdsBitwise) {
   MX_REQUIRE_CUDA();
   for (int E : {32, 128, 5}) {
     const int64_t T = 37;
@@ -129,7 +130,7 @@ std::vector<int32_t> random_ids(int64_t T, int K, int experts_used, uint64_t see
   return ids;
 }
 
-TEST(CudaMoe, GptOssSizesDecodeAndSmallBatch) {
+TEST(CudaBf16Mxfp4wMoeGemv, GptOssSizesDecodeAndSmallBatch) {
   MX_REQUIRE_CUDA();
   for (const MoeCase& c : {MoeCase{1, 2880, 2880, 32, 4}, MoeCase{3, 2880, 2880, 32, 4}}) {
     // Experts 0..15 only: 16..31 receive no tokens.
@@ -139,7 +140,7 @@ TEST(CudaMoe, GptOssSizesDecodeAndSmallBatch) {
   }
 }
 
-TEST(CudaMoe, AllTokensOnOneExpert) {
+TEST(CudaBf16Mxfp4wMoeGemv, AllTokensOnOneExpert) {
   MX_REQUIRE_CUDA();
   const MoeCase c{9, 2880, 2880, 128, 4};
   std::vector<int32_t> ids = random_ids(c.T, c.K, 40, 400);
@@ -151,7 +152,7 @@ TEST(CudaMoe, AllTokensOnOneExpert) {
 }
 
 // The many-token case at the GEMVs' last T (the grouped path's test covers the T above).
-TEST(CudaMoe, OddSmallSizesAndManyTokens) {
+TEST(CudaBf16Mxfp4wMoeGemv, OddSmallSizesAndManyTokens) {
   MX_REQUIRE_CUDA();
   for (const MoeCase& c : {MoeCase{7, 64, 96, 5, 2}, MoeCase{1, 32, 32, 3, 3},
                            MoeCase{heuristics::kMoeGemvMaxTokens, 160, 64, 8, 4}}) {
@@ -160,7 +161,7 @@ TEST(CudaMoe, OddSmallSizesAndManyTokens) {
   }
 }
 
-TEST(CudaMoe, BatchEightTopEightAndChunkedRows) {
+TEST(CudaBf16Mxfp4wMoeGemv, BatchEightTopEightAndChunkedRows) {
   MX_REQUIRE_CUDA();
   // T = 8 at 120b sizes; K = 8 (the largest act staging); D, F over one 96-block stage chunk with a
   // 1-block tail (F = 3104: 97 blocks per down row) and scale rows that start unaligned.
@@ -174,7 +175,7 @@ TEST(CudaMoe, BatchEightTopEightAndChunkedRows) {
 // ops::moe with the router logits: on CUDA the GEMV kernels select each token's top-K themselves
 // (T <= heuristics::kMoeGemvMaxTokens, E within their 256), beyond that router_topk runs before the
 // grouped path. ids bitwise and weights as the CPU's router_topk, ties on a coarse logit grid included.
-TEST(CudaMoe, SelectsExpertsFromRouterLogits) {
+TEST(CudaBf16Mxfp4wMoeGemv, SelectsExpertsFromRouterLogits) {
   MX_REQUIRE_CUDA();
   const MoeCase cases[] = {{1, 2880, 2880, 128, 4}, {5, 2880, 2880, 32, 4}, {3, 64, 96, 5, 2}, {130, 256, 128, 16, 4}};
   for (const MoeCase& c : cases) {

@@ -2,7 +2,9 @@
 // against the CPU reference: gpt-oss sizes at T = 2048 from depth 0 and on top of a prefix, odd T,
 // several sequences (and a decode token) in one call, sliding-window chunks over ring block tables,
 // the tiny fixtures' head groups, tokens of one sequence split apart; and ops::attention on both
-// sides of the dispatch threshold, checking the kernel it routed to.
+// sides of the dispatch threshold, checking the kernel it routed to. Suites:
+// CudaBf16AttentionPrefill (instances mma_sync: bf16_attention_prefill, wgmma:
+// sm90_bf16_attention_prefill), CudaBf16AttentionPrefillDispatch.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -21,7 +23,7 @@ namespace {
 // skipped visibly elsewhere).
 enum class Kernel { kMmaSync, kWgmma };
 
-class CudaAttentionPrefill : public ::testing::TestWithParam<Kernel> {
+class CudaBf16AttentionPrefill : public ::testing::TestWithParam<Kernel> {
  protected:
   void SetUp() override {
     MX_REQUIRE_CUDA();
@@ -44,7 +46,7 @@ class CudaAttentionPrefill : public ::testing::TestWithParam<Kernel> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Kernels, CudaAttentionPrefill, ::testing::Values(Kernel::kMmaSync, Kernel::kWgmma),
+INSTANTIATE_TEST_SUITE_P(CudaKernels, CudaBf16AttentionPrefill, ::testing::Values(Kernel::kMmaSync, Kernel::kWgmma),
                          [](const auto& info) { return info.param == Kernel::kWgmma ? "wgmma" : "mma_sync"; });
 
 // One sequence, tokens first..first+T-1, shuffled distinct blocks.
@@ -54,17 +56,17 @@ Fixture chunk_fixture(Layout L, int first, int T, uint64_t seed) {
   return Fixture(L, 1, (first + T) / L.B + 1, pos, seq, seed);
 }
 
-TEST_P(CudaAttentionPrefill, GptOss2048FromDepth0) {
+TEST_P(CudaBf16AttentionPrefill, GptOss2048FromDepth0) {
   const Fixture f = chunk_fixture({}, 0, 2048, 100);
   for (int window : {0, 128}) expect_match(f, window, 101, "T=2048 at depth 0");
 }
 
-TEST_P(CudaAttentionPrefill, GptOss2048OnAPrefix) {
+TEST_P(CudaBf16AttentionPrefill, GptOss2048OnAPrefix) {
   const Fixture f = chunk_fixture({}, 3000, 2048, 110);
   for (int window : {0, 128}) expect_match(f, window, 111, "T=2048 at depth 3000");
 }
 
-TEST_P(CudaAttentionPrefill, OddTokenCounts) {
+TEST_P(CudaBf16AttentionPrefill, OddTokenCounts) {
   for (int T : {1, 37, 129})
     for (int first : {0, 61, 500}) {
       const Fixture f = chunk_fixture({}, first, T, 120 + T + first);
@@ -75,7 +77,7 @@ TEST_P(CudaAttentionPrefill, OddTokenCounts) {
 // A 129-token chunk at 1000, a decode token at 77, a 37-token prompt from 0 and a 16-token chunk
 // at 300, in one call (sequence rows not in call order); full layers (shuffled blocks) and
 // sliding layers (rings sized like runtime/kv_cache.cpp: window + 129 tokens + 1 block).
-TEST_P(CudaAttentionPrefill, SeveralSequencesInOneCall) {
+TEST_P(CudaBf16AttentionPrefill, SeveralSequencesInOneCall) {
   const Layout L;
   std::vector<int32_t> pos, seq;
   append_run(pos, seq, 2, 1000, 129);
@@ -90,7 +92,7 @@ TEST_P(CudaAttentionPrefill, SeveralSequencesInOneCall) {
 
 // Chunked prefill on a sliding layer: consecutive chunks of one sequence (each chunk's window
 // reaches into the previous chunks) over a ring, the block size not dividing the window.
-TEST_P(CudaAttentionPrefill, WindowChunksOverRing) {
+TEST_P(CudaBf16AttentionPrefill, WindowChunksOverRing) {
   const Layout L{.H = 64, .Hkv = 8, .Dh = 64, .B = 16};
   const int chunk = 100, ring = (chunk + 128 - 1 + L.B - 1) / L.B + 1, max_blocks = 1000 / L.B + 1;
   for (int first = 0; first + chunk <= 1000; first += chunk) {
@@ -103,7 +105,7 @@ TEST_P(CudaAttentionPrefill, WindowChunksOverRing) {
 
 // The tiny fixtures' head counts (tests/fixtures/models: 16/2, 6/3, 4/2) and one kv head per q
 // head, with head_dim 64, an odd block size and their small windows.
-TEST_P(CudaAttentionPrefill, TinyHeadGroups) {
+TEST_P(CudaBf16AttentionPrefill, TinyHeadGroups) {
   for (auto [H, Hkv] : {std::pair{16, 2}, {6, 3}, {4, 2}, {5, 5}}) {
     const Layout L{.H = H, .Hkv = Hkv, .Dh = 64, .B = 5};
     std::vector<int32_t> pos, seq;
@@ -119,7 +121,7 @@ TEST_P(CudaAttentionPrefill, TinyHeadGroups) {
 }
 
 // Cache blocks of 128 keys (two tiles per block) and of 64.
-TEST_P(CudaAttentionPrefill, LargeCacheBlocks) {
+TEST_P(CudaBf16AttentionPrefill, LargeCacheBlocks) {
   for (int B : {64, 128}) {
     const Layout L{.H = 64, .Hkv = 8, .Dh = 64, .B = B};
     std::vector<int32_t> pos, seq;
@@ -132,7 +134,7 @@ TEST_P(CudaAttentionPrefill, LargeCacheBlocks) {
 // An FP8 cache (--kv-cache-dtype fp8): the K/V codes widened to BF16 in shared memory, the scales
 // applied to the scores and the output. A 2048-token chunk on a prefix (aligned blocks), odd T on
 // an odd block size (unaligned loads), several sequences.
-TEST_P(CudaAttentionPrefill, Fp8Cache) {
+TEST_P(CudaBf16AttentionPrefill, Fp8Cache) {
   Fixture big = chunk_fixture({}, 3000, 2048, 190);
   big.to_fp8(2.0f / 300.0f, 2.0f / 150.0f);
   for (int window : {0, 128}) expect_match(big, window, 191, "fp8, T=2048 at depth 3000");
@@ -151,7 +153,7 @@ TEST_P(CudaAttentionPrefill, Fp8Cache) {
 
 // Tokens of two sequences interleaved: every token is its own query tile, more tiles than the
 // launcher's grid (which assumes each sequence's tokens are contiguous), so blocks loop.
-TEST_P(CudaAttentionPrefill, InterleavedSequences) {
+TEST_P(CudaBf16AttentionPrefill, InterleavedSequences) {
   std::vector<int32_t> pos, seq;
   for (int i = 0; i < 60; ++i) pos.push_back(200 + i / 2), seq.push_back(i % 2);
   const Fixture f({}, 2, 260 / 16 + 1, pos, seq, 160);
@@ -160,7 +162,7 @@ TEST_P(CudaAttentionPrefill, InterleavedSequences) {
 
 // ops::attention routes by tokens per sequence (heuristics::kAttentionPrefillMinTokensPerSeq): the
 // decode kernel below the bound, the prefill kernel from it; both sides match, each on its route.
-TEST(CudaAttentionPrefillDispatch, BothSides) {
+TEST(CudaBf16AttentionPrefillDispatch, BothSides) {
   MX_REQUIRE_CUDA();
   constexpr int kMin = int(heuristics::kAttentionPrefillMinTokensPerSeq);
   std::vector<std::string> routes;  // of the last GPU call

@@ -58,7 +58,7 @@ SiluMulRun run_silu_mul(int64_t T, int64_t I, int64_t offset, uint64_t seed) {
   return ::testing::AssertionSuccess();
 }
 
-TEST(CudaSiluMul, MatchesReference) {
+TEST(CudaBf16SiluMul, MatchesReference) {
   MX_REQUIRE_CUDA();
   uint64_t seed = 500;
   for (const int64_t T : {1, 3, 64})
@@ -68,7 +68,7 @@ TEST(CudaSiluMul, MatchesReference) {
     }
 }
 
-TEST(CudaSiluMul, UnalignedTensorsTakeTheScalarPath) {
+TEST(CudaBf16SiluMul, UnalignedTensorsTakeTheScalarPath) {
   MX_REQUIRE_CUDA();
   for (const int64_t T : {1, 3}) {
     const SiluMulRun r = run_silu_mul(T, 2880, 1, 700 + uint64_t(T));
@@ -76,7 +76,7 @@ TEST(CudaSiluMul, UnalignedTensorsTakeTheScalarPath) {
   }
 }
 
-TEST(CudaSiluMul, ComparisonCatchesCorruptedOutput) {
+TEST(CudaBf16SiluMul, ComparisonCatchesCorruptedOutput) {
   MX_REQUIRE_CUDA();
   const SiluMulRun r = run_silu_mul(3, 2880, 0, 9);
   EXPECT_TRUE(matches_reference(r.gpu, r));

@@ -119,7 +119,7 @@ void expect_matches(const RouterRun& r, const RouterCase& c) {
   EXPECT_TRUE(all_close(r.w_gpu, r.w_ref, 0, 1e-6)) << where;  // the same double softmax
 }
 
-TEST(CudaRouter, MoeRouterMatchesReference) {
+TEST(CudaBf16Bf16wNormRouter, MoeRouterMatchesReference) {
   MX_REQUIRE_CUDA();
   constexpr int64_t kFused = heuristics::kMoeRouterFusedMaxTokens;
   const RouterCase cases[] = {
@@ -145,7 +145,7 @@ TEST(CudaRouter, MoeRouterMatchesReference) {
   for (const RouterCase& c : cases) expect_matches(run_router(c, seed += 10), c);
 }
 
-TEST(CudaRouter, TiedRowsKeepTheLowerIndexFirst) {
+TEST(CudaBf16Bf16wNormRouter, TiedRowsKeepTheLowerIndexFirst) {
   MX_REQUIRE_CUDA();
   const RouterCase c{4, 2880, 128, 4, true, false};
   const RouterRun r = run_router(c, 77);
@@ -157,7 +157,7 @@ TEST(CudaRouter, TiedRowsKeepTheLowerIndexFirst) {
   }
 }
 
-TEST(CudaRouter, BackToBackCallsEachFinish) {
+TEST(CudaBf16Bf16wNormRouter, BackToBackCallsEachFinish) {
   MX_REQUIRE_CUDA();
   // Queued without a host sync in between (the second starts in the first's tail, PDL): each call
   // reads the x its own inputs hold and writes its own outputs.
@@ -167,7 +167,7 @@ TEST(CudaRouter, BackToBackCallsEachFinish) {
   for (const RouterRun& r : runs) expect_matches(r, c);
 }
 
-TEST(CudaRouter, ComparisonCatchesCorruptedOutput) {
+TEST(CudaBf16Bf16wNormRouter, ComparisonCatchesCorruptedOutput) {
   MX_REQUIRE_CUDA();
   const RouterCase c{2, 2880, 128, 4, true, false};
   RouterRun r = run_router(c, 91);

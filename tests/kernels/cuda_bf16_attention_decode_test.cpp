@@ -2,6 +2,8 @@
 // and the split-K decode attention kernel (called directly) against the CPU reference over a
 // shuffled paged cache: depths 0..32768, the 128 window and windows that are no multiple of the
 // 16-key tile, odd head groups, prefill chunks, block tables far longer than the sequences.
+// Suites by kernel: CudaBf16AttentionDecode, CudaBf16QkvRopeCache, CudaBf16KvScales, and
+// CudaBf16Bf16wGemv for qkv_projection (the GEMVs' RoPE + cache epilogue).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,7 +32,7 @@ std::pair<std::vector<float>, std::vector<float>> run_attention(const Fixture& f
   return run_attention(f, window, seed, kDecode);
 }
 
-TEST(CudaAttention, DecodeAtDepthsFullAndWindowed) {
+TEST(CudaBf16AttentionDecode, DecodeAtDepthsFullAndWindowed) {
   MX_REQUIRE_CUDA();
   for (int depth : {0, 1, 127, 128, 1000, 4096, 32768}) {
     const int max_blocks = depth / 16 + 2;
@@ -45,7 +47,7 @@ TEST(CudaAttention, DecodeAtDepthsFullAndWindowed) {
 // Long key ranges per block: a 40-token chunk (40 x 8 kv heads fill the GPU: one split, so each
 // warp streams ~47 tiles through its ring), and windows that are no multiple of the 16-key tile
 // over several splits.
-TEST(CudaAttention, DecodeLongRangesPerBlock) {
+TEST(CudaBf16AttentionDecode, DecodeLongRangesPerBlock) {
   MX_REQUIRE_CUDA();
   std::vector<int32_t> pos, seq;
   append_run(pos, seq, 0, 3000, 40);
@@ -64,7 +66,7 @@ TEST(CudaAttention, DecodeLongRangesPerBlock) {
 // A block table far longer than the sequences (serving sizes it for the longest context): the grid
 // has the splits of the table's capacity, a token's range uses only its share of them (one split
 // at depth 0: the output with the sink folded in).
-TEST(CudaAttention, DecodeWithRoomyBlockTable) {
+TEST(CudaBf16AttentionDecode, DecodeWithRoomyBlockTable) {
   MX_REQUIRE_CUDA();
   for (int depth : {0, 100, 1000, 5000}) {
     Fixture one({}, 1, 8192 / 16, {depth}, {0}, 100 + depth);
@@ -78,7 +80,7 @@ TEST(CudaAttention, DecodeWithRoomyBlockTable) {
   }
 }
 
-TEST(CudaAttention, BatchOfSequencesAndPrefillChunk) {
+TEST(CudaBf16AttentionDecode, BatchOfSequencesAndPrefillChunk) {
   MX_REQUIRE_CUDA();
   // Three sequences decoding at their own positions, then a 40-token chunk of sequence 1 at 200..239.
   Fixture decode({}, 3, 40, {5, 300, 629}, {2, 0, 1}, 60);
@@ -107,7 +109,7 @@ void expect_odd_heads_match(uint64_t seed, std::optional<std::pair<float, float>
   }
 }
 
-TEST(CudaAttention, OddHeadGroupsAndBlockSize) {
+TEST(CudaBf16AttentionDecode, OddHeadGroupsAndBlockSize) {
   MX_REQUIRE_CUDA();
   expect_odd_heads_match(70);
 }
@@ -115,7 +117,7 @@ TEST(CudaAttention, OddHeadGroupsAndBlockSize) {
 // The tiny-gqa8 fixture's calls (16 q / 2 kv heads, window 8 below the 16-key tile, a two-block
 // ring on the sliding layer): its 20-token prompt in one call and in 7-token chunks, then single
 // tokens.
-TEST(CudaAttention, TinyGqa8Calls) {
+TEST(CudaBf16AttentionDecode, TinyGqa8Calls) {
   MX_REQUIRE_CUDA();
   const Layout L{.H = 16, .Hkv = 2, .Dh = 64, .B = 16};
   const int max_blocks = 2;
@@ -153,7 +155,7 @@ Mirror rope_cache_both(const Fixture& f, int64_t T, uint64_t seed) {
   return qkv;
 }
 
-TEST(CudaAttention, RopeCacheMatchesReference) {
+TEST(CudaBf16QkvRopeCache, RopeCacheMatchesReference) {
   MX_REQUIRE_CUDA();
   const Layout L;
   const std::vector<int32_t> pos = {0, 1, 4095, 4096, 131071, 17}, seq = {0, 0, 1, 1, 2, 2};
@@ -170,7 +172,7 @@ TEST(CudaAttention, RopeCacheMatchesReference) {
 // Layouts other than gpt-oss's: a head count that leaves warps of the last block idle, head
 // dimensions with several rotation pairs per lane (one partial), the largest supported (256) and
 // the smallest (2), and a decode-sized batch of 64 tokens over three sequences.
-TEST(CudaAttention, RopeCacheOddLayoutsMatchReference) {
+TEST(CudaBf16QkvRopeCache, RopeCacheOddLayoutsMatchReference) {
   MX_REQUIRE_CUDA();
   const Layout layouts[] = {{.H = 5, .Hkv = 1, .Dh = 160, .B = 16},
                             {.H = 4, .Hkv = 2, .Dh = 256, .B = 8},
@@ -193,7 +195,7 @@ TEST(CudaAttention, RopeCacheOddLayoutsMatchReference) {
 // FP8 cache (--kv-cache-dtype fp8): the decode kernel widens the E4M3 codes to BF16 exactly and
 // applies the scales; the CPU reference reads code · scale. Same bound as BF16: the products are
 // the same up to where the scale multiplies (scales far from 1 so that a kernel ignoring them fails).
-TEST(CudaAttention, DecodeOverFp8Cache) {
+TEST(CudaBf16AttentionDecode, DecodeOverFp8Cache) {
   MX_REQUIRE_CUDA();
   for (int depth : {0, 127, 1000, 32768}) {
     Fixture f({}, 1, depth / 16 + 2, {depth}, {0}, 240 + depth);
@@ -212,7 +214,7 @@ TEST(CudaAttention, DecodeOverFp8Cache) {
 
 // qkv_rope_cache into an FP8 cache: v codes identical (v is not rotated: the same bf16 values on
 // both sides), k codes equal or one step apart (the GPU quantizes the BF16-rounded rotation).
-TEST(CudaAttention, RopeCacheWritesFp8Codes) {
+TEST(CudaBf16QkvRopeCache, RopeCacheWritesFp8Codes) {
   MX_REQUIRE_CUDA();
   const std::vector<int32_t> pos = {0, 1, 4095, 4096, 70000, 17}, seq = {0, 0, 1, 1, 2, 2};
   Fixture f({}, 3, 70016 / 16, pooled_table(3, 70016 / 16, 61), 61, pos, seq, 270);
@@ -224,7 +226,7 @@ TEST(CudaAttention, RopeCacheWritesFp8Codes) {
 
 // kv_scales from a call's unrotated qkv: the same arithmetic on both backends over the same bf16
 // values (up to the sum of two squares' contraction: 1e-6 relative).
-TEST(CudaAttention, KvScalesMatchReference) {
+TEST(CudaBf16KvScales, KvScalesMatchReference) {
   MX_REQUIRE_CUDA();
   for (const auto& [L, T] : {std::pair{Layout{}, int64_t(2048)}, std::pair{Layout{.H = 6, .Hkv = 2, .Dh = 10}, int64_t(3)}}) {
     Mirror qkv = act(random_floats(size_t(T * L.width()), 280 + T, -3.0f, 2.0f), {T, L.width()});
@@ -360,7 +362,7 @@ std::vector<std::string> projection_routes(const ProjCase& c) {
 // wrong row, head or rotation (the corrupted output below: ~1e-3).
 constexpr double kProjectionNmse = 3e-5;
 
-TEST(CudaAttention, QkvProjectionMatchesReference) {
+TEST(CudaBf16Bf16wGemv, QkvProjectionMatchesReference) {
   MX_REQUIRE_CUDA();
   const Layout odd{.H = 6, .Hkv = 2, .Dh = 10, .B = 16};
   const ProjCase cases[] = {
@@ -404,7 +406,7 @@ TEST(CudaAttention, QkvProjectionMatchesReference) {
   }
 }
 
-TEST(CudaAttention, QkvProjectionComparisonCatchesCorruptedOutput) {
+TEST(CudaBf16Bf16wGemv, QkvProjectionComparisonCatchesCorruptedOutput) {
   MX_REQUIRE_CUDA();
   ProjRun r = run_projection({{}, 2880, {4097}, {0}, true}, 901);
   EXPECT_LT(nmse(r.qkv_gpu, r.qkv_cpu), kProjectionNmse);

@@ -2,7 +2,9 @@
 // against the CPU reference: gpt-oss-120b sizes at T = 2048, odd small sizes, idle experts, all
 // tokens on one expert, both sides of the dispatch threshold (each call through ops::moe checks
 // the route it took), in both activation modes (BF16, FP8). The timing sweep that set the
-// threshold: `bench_sweeps moe_grouped`.
+// threshold: `bench_sweeps moe_grouped`. Suites by kernel family: CudaBf16Mxfp4wMoeGrouped (the
+// BF16 GEMMs: bf16_mxfp4w_moe_thin and _grouped on mma.sync, sm90_bf16_mxfp4w_moe_grouped on
+// wgmma), CudaE4m3Mxfp4wMoeGrouped (FP8 activations), CudaBf16Mxfp4wMoeGroupedDispatch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -148,7 +150,7 @@ std::vector<float> run_cpu(const Experts& ex, const Inputs& in,
 // Hopper; skipped visibly elsewhere).
 enum class Gemm { kMmaSync, kWgmma };
 
-class CudaMoeGrouped : public ::testing::TestWithParam<Gemm> {
+class CudaBf16Mxfp4wMoeGrouped : public ::testing::TestWithParam<Gemm> {
  protected:
   void SetUp() override {
     MX_REQUIRE_CUDA();
@@ -166,10 +168,10 @@ class CudaMoeGrouped : public ::testing::TestWithParam<Gemm> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Gemms, CudaMoeGrouped, ::testing::Values(Gemm::kMmaSync, Gemm::kWgmma),
+INSTANTIATE_TEST_SUITE_P(CudaGemms, CudaBf16Mxfp4wMoeGrouped, ::testing::Values(Gemm::kMmaSync, Gemm::kWgmma),
                          [](const auto& info) { return info.param == Gemm::kWgmma ? "wgmma" : "mma_sync"; });
 
-TEST_P(CudaMoeGrouped, GptOss120bSizesT2048) {
+TEST_P(CudaBf16Mxfp4wMoeGrouped, GptOss120bSizesT2048) {
   const Shape s{2048, 2880, 2880, 128, 4};
   const Experts ex = make_experts(s, 1000);
   const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 1010), 1020);
@@ -182,7 +184,7 @@ TEST_P(CudaMoeGrouped, GptOss120bSizesT2048) {
   EXPECT_EQ(run_gpu(ex, in, Path::Dispatch), gpu) << "two runs must agree bitwise";
 }
 
-TEST_P(CudaMoeGrouped, OddSmallSizes) {
+TEST_P(CudaBf16Mxfp4wMoeGrouped, OddSmallSizes) {
   // N tails (2F or D not a multiple of 128), an odd number of 32-blocks per row (F=96, 160),
   // one token, K=8, tiles of 1..64 rows; the first two and the last two (at most 16 pairs per
   // expert on average) take the 16-row tiles, with 9..16 rows in the last two (the tile's second
@@ -204,7 +206,7 @@ TEST_P(CudaMoeGrouped, OddSmallSizes) {
 
 // Decode batches at 120b sizes (E=128, K=4): up to 16 pairs per expert on average the mma.sync
 // GEMMs take 16-row tiles (T=4: most experts idle, T=64: ~2 pairs each, T=256: ~8, T=512: 16).
-TEST_P(CudaMoeGrouped, DecodeBatchesShortTiles) {
+TEST_P(CudaBf16Mxfp4wMoeGrouped, DecodeBatchesShortTiles) {
   for (const int64_t T : {4, 64, 256, 512}) {
     const Shape s{T, 2880, 2880, 128, 4};
     const Experts ex = make_experts(s, 2300 + T, /*host=*/true);
@@ -217,7 +219,7 @@ TEST_P(CudaMoeGrouped, DecodeBatchesShortTiles) {
 
 // E8M0 scales around and above 128 (2^1..2^5): lanes of one warp with and without the second
 // factor of the MXFP4 decode, with 16-row (T=6), 64-row (T=60) and 128-row (T=150) tiles.
-TEST_P(CudaMoeGrouped, ScalesAbove128) {
+TEST_P(CudaBf16Mxfp4wMoeGrouped, ScalesAbove128) {
   for (const Shape& s : {Shape{6, 128, 96, 4, 2}, Shape{60, 128, 96, 4, 2}, Shape{150, 128, 96, 4, 2}}) {
     const Experts ex = make_experts(s, 2500, /*host=*/true, /*scale_shift=*/10);
     const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 2510), 2520);
@@ -227,7 +229,7 @@ TEST_P(CudaMoeGrouped, ScalesAbove128) {
   }
 }
 
-TEST_P(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {
+TEST_P(CudaBf16Mxfp4wMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {
   const Shape s{300, 2880, 2880, 32, 4};
   const Experts ex = make_experts(s, 3000);
   {  // experts 16..31 receive no tokens
@@ -254,7 +256,7 @@ TEST_P(CudaMoeGrouped, IdleExpertsAndAllTokensOnOneExpert) {
   }
 }
 
-TEST(CudaMoeGroupedDispatch, Threshold) {
+TEST(CudaBf16Mxfp4wMoeGroupedDispatch, Threshold) {
   MX_REQUIRE_CUDA();
   for (const int64_t T : {kThreshold, kThreshold + 1}) {
     const Shape s{T, 2880, 2880, 32, 4};
@@ -275,7 +277,7 @@ TEST(CudaMoeGroupedDispatch, Threshold) {
 constexpr auto kFp8 = ops::MoeActivation::FP8;
 constexpr double kFp8VsFp32Nmse = 2e-3;
 
-TEST(CudaMoeGroupedFp8, GptOss120bSizesT2048) {
+TEST(CudaE4m3Mxfp4wMoeGrouped, GptOss120bSizesT2048) {
   MX_REQUIRE_CUDA();
   const Shape s{2048, 2880, 2880, 128, 4};
   const Experts ex = make_experts(s, 1000);
@@ -291,7 +293,7 @@ TEST(CudaMoeGroupedFp8, GptOss120bSizesT2048) {
   EXPECT_EQ(run_gpu(ex, in, Path::Grouped, kFp8), gpu) << "two runs must agree bitwise";
 }
 
-TEST(CudaMoeGroupedFp8, OddSizesIdleExpertsAndOneExpert) {
+TEST(CudaE4m3Mxfp4wMoeGrouped, OddSizesIdleExpertsAndOneExpert) {
   MX_REQUIRE_CUDA();
   // N tails, K tails (D or F not a multiple of 128: 3 or 5 of the stage's 4 scale blocks), tiles
   // of 1..64 rows, one token.
@@ -317,7 +319,7 @@ TEST(CudaMoeGroupedFp8, OddSizesIdleExpertsAndOneExpert) {
   }
 }
 
-TEST(CudaMoeGroupedFp8, ProcessSettingSelectsThePath) {
+TEST(CudaE4m3Mxfp4wMoeGrouped, ProcessSettingSelectsThePath) {
   MX_REQUIRE_CUDA();
   const Shape s{kThreshold + 1, 2880, 2880, 32, 4};
   const Experts ex = make_experts(s, 6000);
