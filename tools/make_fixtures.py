@@ -9,7 +9,12 @@ For each tiny configuration this writes tests/fixtures/models/<name>/ with
   reference.safetensors            prompt_ids I32 [T], prompt_logits F32 [T,V],
                                    greedy_ids I32 [N], greedy_logits F32 [N,V]
                                    (row i = logits from which greedy_ids[i] was chosen;
-                                    row 0 = last prompt position)
+                                    row 0 = last prompt position),
+                                   prompt_hidden F32 [L+1,T,D]: the prompt's residual stream,
+                                   row 0 the embedding, row l+1 decoder layer l's output
+                                   before the final norm (row L too; HF's output_hidden_states
+                                   may end with the normed state instead, so the rows are taken
+                                   with forward hooks), so a failure points at a layer
 
 The expected outputs come from transformers' GptOssForCausalLM, built from the config without
 quantization_config, in float32, eager attention, TF32 off, with exactly the weights of the
@@ -21,7 +26,10 @@ Checks made by this script (it exits non-zero if one fails):
   * HF's YaRN inv_freq / attention scaling == spec section 4.4 formula;
   * each HF MoE block == the spec MoE formula (float64) on random inputs;
   * greedy decode with the HF KV cache == a full recompute (max rel diff < 1e-4);
-  * the whole HF forward == an independent float64 forward written from the spec;
+  * the whole HF forward == an independent float64 forward written from the spec, and so is
+    prompt_hidden row by row (max rel diff < 1e-4);
+  * prompt_hidden's rows 0..L-1 == HF's output_hidden_states bit for bit, and the final norm and
+    lm_head on row L give prompt_logits (so row L is taken before the final norm);
   * the sliding-window semantics HF applied (measured from attention weights);
   * greedy decisions have a clear margin (top1 - top2), so a 1e-4 error cannot flip them.
 Also tries transformers' own MXFP4 loader (from_pretrained with Mxfp4Config(dequantize=True))
@@ -325,8 +333,9 @@ def spec_moe(x, w, p, cfg):
     return out
 
 
-def spec_forward(ids, w, cfg):
-    """Whole model in float64 from the spec. ids: list of ints. Returns logits [T, V]."""
+def spec_forward(ids, w, cfg, hidden=None):
+    """Whole model in float64 from the spec. ids: list of ints. Returns logits [T, V]; appends the
+    residual stream [T, D] to `hidden` (if a list) after the embedding and after each layer."""
     eps = cfg["rms_norm_eps"]
     H, KV, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     W = cfg["sliding_window"]
@@ -346,6 +355,8 @@ def spec_forward(ids, w, cfg):
         return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
+    if hidden is not None:
+        hidden.append(x)
     i_idx = torch.arange(T)[:, None]
     j_idx = torch.arange(T)[None, :]
     for l in range(cfg["num_hidden_layers"]):
@@ -370,6 +381,8 @@ def spec_forward(ids, w, cfg):
         x = x + o.reshape(T, H * hd) @ w[p + "self_attn.o_proj.weight"].T + w[p + "self_attn.o_proj.bias"]
         t = rms(x, w[p + "post_attention_layernorm.weight"])
         x = x + spec_moe(t, w, p, cfg)
+        if hidden is not None:
+            hidden.append(x)
     h = rms(x, w["model.norm.weight"])
     return h @ w["lm_head.weight"].T
 
@@ -433,6 +446,56 @@ def logits_of(model, ids, device):
     with torch.no_grad():
         out = model(input_ids=torch.tensor([ids], device=device), use_cache=False)
     return out.logits[0].float().cpu()
+
+
+def prompt_residuals(model, ids, device):
+    """The residual stream of a no-cache forward over ids, caught with forward hooks: the embedding
+    output, then each decoder layer's output (before the final norm) -> [L+1, T, D] float32. Also
+    returns HF's own output_hidden_states (a list of [T, D], or None) and the logits of that call."""
+    caught = []
+
+    def keep(module, args, out):
+        caught.append((out[0] if isinstance(out, tuple) else out)[0].detach().float().cpu())
+
+    hooks = [model.model.embed_tokens.register_forward_hook(keep)]
+    hooks += [layer.register_forward_hook(keep) for layer in model.model.layers]
+    try:
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids], device=device), use_cache=False, output_hidden_states=True)
+    finally:
+        for h in hooks:
+            h.remove()
+    hs = getattr(out, "hidden_states", None)
+    hf = [h[0].float().cpu() for h in hs] if hs is not None else None
+    return torch.stack(caught), hf, out.logits[0].float().cpu()
+
+
+def check_residuals(name, model, res, hf, res_logits, prompt_logits, device):
+    """res [L+1, T, D] from prompt_residuals. Checks that its last row is the pre-norm output (the
+    final norm and lm_head on it give the logits) and says which one HF's output_hidden_states ends
+    with. Returns that in words."""
+    r_logits = rel(res_logits, prompt_logits)
+    check(r_logits < 1e-6, f"{name}: logits of the hooked call vs prompt_logits rel diff {r_logits:.2e} "
+                           f"(bit for bit: {torch.equal(res_logits, prompt_logits)})")
+    with torch.no_grad():
+        normed = model.model.norm(res[-1][None].to(device))
+        relogits = model.lm_head(normed)[0].float().cpu()
+        normed = normed[0].float().cpu()
+    r_head = rel(relogits, prompt_logits)
+    check(r_head < 1e-6, f"{name}: lm_head(final norm(prompt_hidden[L])) vs prompt_logits rel diff {r_head:.2e}")
+    L = res.shape[0] - 1
+    if hf is None or len(hf) != L + 1:
+        check(False, f"{name}: output_hidden_states gave {None if hf is None else len(hf)} states, want {L + 1}")
+        return "not returned"
+    same = [torch.equal(hf[j], res[j]) for j in range(L + 1)]
+    check(all(same[:L]), f"{name}: HF output_hidden_states[0..L-1] == hooked embedding and layer outputs, "
+                         f"bit for bit ({same[:L]})")
+    r_normed = rel(hf[L], normed)
+    log(f"  HF output_hidden_states[L]: == last layer output {same[L]}; vs final norm of it rel diff {r_normed:.2e}")
+    if same[L]:
+        return "the last layer's output (before the final norm), like ours"
+    check(r_normed < 1e-6, f"{name}: HF output_hidden_states[L] is the last layer's output or its final norm")
+    return "the final norm's output (so prompt_hidden[L] is taken with a hook instead)"
 
 
 def greedy_cached(model, prompt, n, device, probe=False):
@@ -580,6 +643,11 @@ def make_one(c, out_root, devices, summary):
     log(f"  min greedy margin (top1-top2)/max|logit| = {margin:.4e}; max|logit| = {glog.abs().max().item():.4f}")
 
     prompt_logits = logits_of(model, prompt, dev)
+    prompt_hidden, hf_hidden, hooked_logits = prompt_residuals(model, prompt, dev)
+    L = cfg["num_hidden_layers"]
+    check(tuple(prompt_hidden.shape) == (L + 1, T, c["hidden"]),
+          f"{name}: prompt_hidden shape {tuple(prompt_hidden.shape)} == (L+1, T, D)")
+    hf_last = check_residuals(name, model, prompt_hidden, hf_hidden, hooked_logits, prompt_logits, dev)
     full = logits_of(model, prompt + toks[:-1], dev)
     r_prefill = rel(prefill, prompt_logits)
     r_row0 = rel(glog[0], prompt_logits[-1])
@@ -616,6 +684,12 @@ def make_one(c, out_root, devices, summary):
     sp = spec_forward(prompt + toks[:-1], w64, cfg)
     r_spec = rel(full, sp)
     check(r_spec < 1e-4, f"{name}: HF fp32 forward vs independent float64 spec forward rel diff {r_spec:.2e}")
+    # the per-layer residual stream against the spec forward's
+    spec_hidden = []
+    spec_forward(prompt, w64, cfg, hidden=spec_hidden)
+    r_layers = [rel(prompt_hidden[j], spec_hidden[j]) for j in range(L + 1)]
+    check(max(r_layers) < 1e-4, f"{name}: prompt_hidden vs float64 spec residual stream rel diff per boundary "
+                                f"(embedding, layer 0, ...) {', '.join(f'{r:.1e}' for r in r_layers)}")
     # what a wrong window would have given (shows the fixture is sensitive to it)
     cfg_w = dict(cfg, sliding_window=c["window"] + 1)
     r_w = rel(spec_forward(prompt + toks[:-1], w64, cfg_w), full)
@@ -633,6 +707,7 @@ def make_one(c, out_root, devices, summary):
         "prompt_logits": prompt_logits.float().contiguous(),
         "greedy_ids": torch.tensor(toks, dtype=torch.int32),
         "greedy_logits": glog.float().contiguous(),
+        "prompt_hidden": prompt_hidden.float().contiguous(),
     }
     save_file(ref, os.path.join(folder, "reference.safetensors"),
               metadata={"source": f"transformers {transformers.__version__} GptOssForCausalLM fp32 eager",
@@ -676,7 +751,8 @@ def make_one(c, out_root, devices, summary):
 
     files = {fn: os.path.getsize(os.path.join(folder, fn)) for fn in sorted(os.listdir(folder))}
     summary[name] = dict(files=files, T=T, N=N, r_cache=r_cache, r_spec=r_spec, r_prefill=r_prefill,
-                         margin=margin, window=c["window"], wp=wp, cfg=c, dkeys=dkeys)
+                         margin=margin, window=c["window"], wp=wp, cfg=c, dkeys=dkeys, r_layers=r_layers,
+                         hf_last=hf_last)
     log("  files:", files)
 
 
@@ -712,7 +788,13 @@ def write_readme(out_root, summary, devices, command):
     L.append("  `*_blocks` [E, N, K/32, 16], `*_scales` [E, N, K/32] (E8M0 bytes 122..125), BF16 `*_bias`.")
     L.append("- `reference.safetensors` — `prompt_ids` I32 [T], `prompt_logits` F32 [T, V] (every prompt")
     L.append("  position, no cache), `greedy_ids` I32 [N], `greedy_logits` F32 [N, V]: row 0 = logits at the")
-    L.append("  last prompt position, row i = logits from which `greedy_ids[i]` was chosen.")
+    L.append("  last prompt position, row i = logits from which `greedy_ids[i]` was chosen; `prompt_hidden`")
+    L.append("  F32 [L+1, T, D], the residual stream of the prompt (same no-cache call): row 0 the embedding,")
+    L.append("  row l+1 the output of decoder layer l, **before the final norm** (row L too), so a wrong layer")
+    L.append("  shows as the first row that differs. Caught with forward hooks on `embed_tokens` and each")
+    L.append("  decoder layer; HF's `output_hidden_states` equals rows 0..L-1 bit for bit, and its last entry")
+    hl = next((s["hf_last"] for s in summary.values() if isinstance(s, dict) and "hf_last" in s), "not measured")
+    L.append(f"  is {hl}.")
     L.append("")
     L.append("| fixture | D | F | heads/kv | head_dim | layers | experts/top-k | V | window | T | N | files (bytes) |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -731,7 +813,9 @@ def write_readme(out_root, summary, devices, command):
         if not isinstance(s, dict) or "cfg" not in s:
             continue
         L.append(f"- {name}: KV-cache vs full recompute rel diff {s['r_cache']:.1e}; HF vs independent")
-        L.append(f"  float64 spec forward rel diff {s['r_spec']:.1e}; min greedy margin {s['margin']:.1e}.")
+        L.append(f"  float64 spec forward rel diff {s['r_spec']:.1e}; min greedy margin {s['margin']:.1e};")
+        L.append(f"  prompt_hidden vs the spec forward's residual stream, per row: "
+                 f"{', '.join(f'{r:.1e}' for r in s['r_layers'])}.")
     L.append("- transformers' MXFP4 decoder equals the spec §3 decoder bit for bit; every parameter of the")
     L.append("  HF model equals the decoded checkpoint bit for bit; HF's YaRN inv_freq and attention")
     L.append("  scaling equal the spec §4.4 formula; each HF MoE block equals the spec formula (float64).")

@@ -45,9 +45,10 @@ struct ForwardArgs {
   bool calibrate_kv = false;            // FP8 cache: every layer sets its scales from this call
   ops::Collective* tp = nullptr;        // this rank's end of the group when the model is split (rank 0's
                                         // logits are the whole vocabulary; other ranks' are unused)
-  // An EAGLE-3 draft's features (model/eagle3.h): the residual stream at each of these boundaries
-  // (ascending; j = after j layers, 0 the embedding, L before the final norm; kAuxFinalHidden, alone:
-  // the final post-norm hidden state) into aux's columns [i·D, (i+1)·D), (T, n·D) act. Empty: none.
+  // The residual stream at each of these boundaries (ascending; j = after j layers, 0 the embedding,
+  // L before the final norm; kAuxFinalHidden, alone: the final post-norm hidden state) into aux's
+  // columns [i·D, (i+1)·D), (T, n·D) act. Empty: none. An EAGLE-3 draft's features (model/eagle3.h);
+  // all of 0..L: every layer's output, as tests/model/fixture_test.cpp compares them with HF's.
   std::span<const int> aux_boundaries;
   Tensor aux;
 };
