@@ -14,13 +14,10 @@ inline constexpr size_t kBenchScratchBytes = size_t(2) << 30;
 
 inline ops::Context& ctx() {
   static const std::unique_ptr<ops::Context> cx = [] {
-    if (!ops::cuda_available()) return std::make_unique<ops::Context>();
-    auto made = ops::Context::create(Device::CUDA, {.scratch_bytes = kBenchScratchBytes});
-    if (!made.ok()) {
-      std::fprintf(stderr, "CUDA context: %s\n", made.status().message().c_str());
-      std::exit(1);
-    }
-    return std::move(*made);
+    auto made = ops::Context::create_on_best_device({.scratch_bytes = kBenchScratchBytes});
+    if (made.ok()) return std::move(*made);
+    std::fprintf(stderr, "bench context: %s\n", made.status().message().c_str());
+    std::exit(1);
   }();
   return *cx;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/heuristics.h"
 #include "kernels/ops.h"
@@ -53,7 +54,8 @@ Tensor random_tensor(DType dtype, std::initializer_list<int64_t> shape, uint64_t
 double time_graph(int calls, int reps, const std::function<void(int)>& call) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cuda::set_current_stream(st);
+  cuda::Backend& backend = *bench::ctx().cuda();  // the ops queue on the timed stream
+  backend.set_stream(st);
   for (int i = 0; i < calls; ++i) call(i);
   CK(cudaStreamSynchronize(st));
   cudaGraph_t g;
@@ -74,7 +76,7 @@ double time_graph(int calls, int reps, const std::function<void(int)>& call) {
   CK(cudaEventElapsedTime(&ms, a, b));
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
-  cuda::set_current_stream(nullptr);
+  backend.set_stream(nullptr);
   CK(cudaStreamDestroy(st));
   return 1000.0 * ms / (reps * calls);
 }
@@ -211,13 +213,14 @@ void bench_attention_prefill() {
   for (const auto& [kname, kernel] : kernels)
     for (int depth : {0, 32768})
       for (int window : {0, 128}) {
-        const auto fn = [kernel](const ops::AttentionArgs& a) { return cuda::attention_prefill(a, kernel); };
+        const auto fn = [kernel](const ops::AttentionArgs& a) { return cuda::attention_prefill(*bench::ctx().cuda(), a, kernel); };
         const double us = time_attention_chunk(2048, depth, window, fn, depth ? 5 : 20);
         const double f = attention_flops(2048, depth, window);
         std::printf("| %s T=2048 d%d %s | %9.1f | %7.2f | %6.1f |\n", kname, depth,
                     window ? "window 128" : "full", us, f / 1e9, f / us / 1e6);
       }
-  const double us = time_attention_chunk(2048, 0, 0, cuda::attention_decode, 3);  // the kernel prefill replaced
+  const double us = time_attention_chunk(  // the kernel prefill replaced
+      2048, 0, 0, [](const ops::AttentionArgs& a) { return cuda::attention_decode(*bench::ctx().cuda(), a); }, 3);
   std::printf("| bf16_attention_decode T=2048 d0 full | %9.1f | %7.2f | %6.1f |\n", us,
               attention_flops(2048, 0, 0) / 1e9,
               attention_flops(2048, 0, 0) / us / 1e6);
@@ -231,7 +234,7 @@ void bench_attention_prefill() {
     double r[4];
     for (int i = 0; i < 4; ++i)
       r[i] = time_attention_chunk(T, 4096, i < 2 ? 0 : 128, [i](const ops::AttentionArgs& a) {
-        return i % 2 ? cuda::attention_prefill(a) : cuda::attention_decode(a);
+        return i % 2 ? cuda::attention_prefill(*bench::ctx().cuda(), a) : cuda::attention_decode(*bench::ctx().cuda(), a);
       }, 50);
     std::printf("| T=%d | %8.1f | %8.1f | %8.1f | %8.1f |\n", T, r[0], r[1], r[2], r[3]);
   }

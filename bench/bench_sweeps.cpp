@@ -303,18 +303,18 @@ void sweep_moe_grouped() {
       must(ops::synchronize(bench::ctx()));
       return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     };
-    const double g = T <= 256 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(a); }) : 0.0;
+    const double g = T <= 256 ? time_us([](const ops::MoeArgs& a) { return cuda::moe(*bench::ctx().cuda(), a); }) : 0.0;
     bench::ctx().pin_moe_grouped(heuristics::MoeGroupedPin::kMmaSync);
-    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+    const double q = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(*bench::ctx().cuda(), a, bench::ctx().moe_grouped_pin()); });
     double qw = 0.0;
     if (cuda::moe_grouped_wgmma_available()) {
       bench::ctx().pin_moe_grouped(heuristics::MoeGroupedPin::kWgmma);
-      qw = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(a); });
+      qw = time_us([](const ops::MoeArgs& a) { return cuda::moe_grouped(*bench::ctx().cuda(), a, bench::ctx().moe_grouped_pin()); });
     }
     bench::ctx().pin_moe_grouped(heuristics::MoeGroupedPin::kAuto);
     const double q8 = time_us([](ops::MoeArgs a) {
       a.activation = ops::MoeActivation::FP8;
-      return cuda::moe_grouped(a);
+      return cuda::moe_grouped(*bench::ctx().cuda(), a, bench::ctx().moe_grouped_pin());
     });
     std::printf("| %lld | %.1f | %.1f | %.1f | %.1f |\n", static_cast<long long>(T), g, q, qw, q8);
   }
@@ -343,11 +343,12 @@ void sweep_all_reduce() {
       for (int r = 0; r < n; ++r)
         threads.emplace_back([&, r] {
           must(ops::use_gpu(Device::CUDA, r));
+          const auto cx = must(ops::Context::create(Device::CUDA));  // this rank's, on its GPU
           const ops::Buffer x = must(ops::Buffer::allocate(Device::CUDA, size_t(T) * 2880 * 2));
           const Tensor xt = x.view(DType::BF16, {T, 2880});
           ops::Collective& c = *group[size_t(r)];
           per_call[size_t(r)] = graph_us_per_call(
-              [&](int) { return c.all_reduce_add(ops::PartialSlot::Attention, xt); }, kCalls, kReplays);
+              [&](int) { return c.all_reduce_add(*cx, ops::PartialSlot::Attention, xt); }, kCalls, kReplays, *cx);
         });
       for (auto& t : threads) t.join();
       std::printf("bf16_all_reduce_add, %d GPUs, %d x 2880 bf16: %.2f us per call (rank 0, in a CUDA graph)\n", n, T,

@@ -81,17 +81,18 @@ inline Mxfp4Gpu mxfp4_weights(const std::vector<float>& v, int64_t N, int64_t K)
 
 // Microseconds per call of `call` replayed inside a CUDA graph (launch gaps removed, as in a decode
 // step): one graph of `per_graph` calls (call(i) for i = 0..per_graph-1), replayed `replays` times.
-inline double graph_us_per_call(const std::function<Status(int)>& call, int per_graph, int replays) {
-  for (int i = 0; i < per_graph; ++i) must(call(i));  // eager: grows the scratch first
-  ops::StepGraph g = must(ops::StepGraph::capture(bench::ctx(), [&]() -> Status {
+inline double graph_us_per_call(const std::function<Status(int)>& call, int per_graph, int replays,
+                                ops::Context& cx = ctx()) {
+  for (int i = 0; i < per_graph; ++i) must(call(i));  // eager first: loads the kernels, picks cuBLASLt's algorithms
+  ops::StepGraph g = must(ops::StepGraph::capture(cx, [&]() -> Status {
     for (int i = 0; i < per_graph; ++i) MX_TRY(call(i));
     return ok_status();
   }));
   must(g.replay());
-  must(ops::synchronize(bench::ctx()));
+  must(ops::synchronize(cx));
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < replays; ++r) must(g.replay());
-  must(ops::synchronize(bench::ctx()));
+  must(ops::synchronize(cx));
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return us / (double(replays) * per_graph);
 }

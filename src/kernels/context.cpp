@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "kernels/ops.h"
+
 #ifdef MXSERVE_HAVE_CUDA
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -34,6 +36,10 @@ Result<std::unique_ptr<Context>> Context::create(Device device, const ContextOpt
   }
   MX_TRY(cx->reserve_scratch(o.scratch_bytes));
   return cx;
+}
+
+Result<std::unique_ptr<Context>> Context::create_on_best_device(const ContextOptions& o) {
+  return create(cuda_available() ? Device::CUDA : Device::CPU, o);
 }
 
 Status Context::reserve_scratch([[maybe_unused]] size_t bytes) {

@@ -44,7 +44,7 @@ struct CallShapes {
 
 // One op's time and traffic in a profile (Context::take_profile).
 struct OpProfile {
-  std::string name;  // op and path, e.g. "moe/cuda"
+  std::string name;  // op and kernel, e.g. "moe:bf16_mxfp4w_moe_gemv" ("moe:cpu" on the reference)
   int calls = 0;
   double microseconds = 0;
   double bytes = 0;
@@ -64,6 +64,8 @@ class Context {
   Context();  // the CPU reference's: ops on host tensors need no device state
   // A context on `device`; on CUDA it takes the calling thread's current GPU and its default stream.
   static Result<std::unique_ptr<Context>> create(Device device, const ContextOptions& o = {});
+  // On CUDA where a device is present, else the CPU reference's (tests and benchmarks).
+  static Result<std::unique_ptr<Context>> create_on_best_device(const ContextOptions& o = {});
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -111,8 +113,9 @@ class Context {
 };
 
 // The routes the ops of a context took while the recorder lived (tests pin their path with it):
-// the names dispatch.cpp routes by, as the profile writes them ("moe_router_fused/cuda",
-// "linear_gemm/cuda", "router_topk/cpu"), in call order, ops routed inside another op included
+// the names dispatch.cpp routes by, as the profile writes them: "<op>:<kernel stem>" on CUDA
+// ("moe_router:bf16_bf16w_norm_router", "rmsnorm+linear:bf16_bf16w_gemm"), "<op>:cpu" on the
+// reference ("router_topk:cpu"), in call order, ops routed inside another op included
 // (moe_router's rmsnorm and linear). Contract errors are not routes. A recorder made while
 // another lives on the context takes the routes until it ends, then hands them to the outer one.
 class RouteRecorder {

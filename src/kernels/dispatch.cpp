@@ -51,14 +51,24 @@ Status same_dim(const char* op, const char* what, int64_t a, int64_t b) {
   return ok_status();
 }
 
+// A route's name in the profile and the route recorder: "<op>:<kernel>" on CUDA, the kernel being
+// the stem of the one that runs (kernels/cuda/<stem>.cu, its __global__ and launcher; two joined by
+// '+' where the op launches both), "<op>:cpu" on the CPU reference.
+struct RouteName {
+  const char* op;
+  const char* kernel;
+};
+
 // Calls the backend of `device` for an op; CUDA ops exist only in CUDA builds and run on the
 // context's cuda::Backend. `bytes` is what the op reads and writes at least (for the profile's
 // GB/s); while the context profiles, CUDA ops are bracketed by device events (read at take_profile).
 template <typename Args, typename CpuFn, typename CudaFn>
-Status route(Context& cx, const char* op, Device device, const Args& a, CpuFn cpu_fn, [[maybe_unused]] CudaFn cuda_fn,
-             double bytes = 0) {
-  if (print_dispatch()) log_info("dispatch {}: {}", op, device == Device::CPU ? "cpu reference" : "cuda");
-  const auto name = [&] { return std::string(op) + (device == Device::CPU ? "/cpu" : "/cuda"); };
+Status route(Context& cx, RouteName route_name, Device device, const Args& a, CpuFn cpu_fn,
+             [[maybe_unused]] CudaFn cuda_fn, double bytes = 0) {
+  const auto name = [&] {
+    return std::string(route_name.op) + ":" + (device == Device::CPU ? "cpu" : route_name.kernel);
+  };
+  if (print_dispatch()) log_info("dispatch {}", name());
   if (cx.routes) cx.routes->push_back(name());
   if (device == Device::CPU) {
     if (!cx.profiling()) return cpu_fn(a);
@@ -70,14 +80,14 @@ Status route(Context& cx, const char* op, Device device, const Args& a, CpuFn cp
   }
 #ifdef MXSERVE_HAVE_CUDA
   cuda::Backend* b = cx.cuda();
-  MX_CHECK(b != nullptr, "{}: the tensors are on a CUDA device but the op's context is the CPU's", op);
+  MX_CHECK(b != nullptr, "{}: the tensors are on a CUDA device but the op's context is the CPU's", route_name.op);
   if (!cx.profiling()) return cuda_fn(*b, a);
   void* start = cuda::event_record(*b);
   Status st = cuda_fn(*b, a);
   cx.add_timing({name(), bytes, start, cuda::event_record(*b), 0});
   return st;
 #else
-  return MX_ERROR("{}: tensors are on a CUDA device but mxserve was built without CUDA", op);
+  return MX_ERROR("{}: tensors are on a CUDA device but mxserve was built without CUDA", route_name.op);
 #endif
 }
 
@@ -97,6 +107,9 @@ double nbytes(std::initializer_list<const Tensor*> ts) {
 }  // namespace
 
 namespace {
+// The MXFP4 GEMV of T tokens (launch_dense.cpp): FP32 FMAs at T = 1, tensor cores from T = 2.
+const char* mxfp4_gemv_kernel(int64_t T) { return T == 1 ? "bf16_mxfp4w_gemv" : "bf16_mxfp4w_gemv_mma"; }
+
 // A dense weight of `op` (ops.h: BF16, or MXFP4 blocks + scales) with Kin input features.
 Status check_dense_weight(const char* op, const Tensor& w, const Tensor& scales, int64_t Kin, Device dev) {
   if (!is_mxfp4(scales)) {
@@ -118,7 +131,7 @@ Status embed(Context& cx, const EmbedArgs& a) {
   MX_TRY(check_dense_weight("embed", a.table, a.table_scales, a.out.dim(1), dev));
   MX_TRY(expect(a.out, "embed", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("embed", "tokens", a.ids.dim(0), a.out.dim(0)));
-  return route(cx, is_mxfp4(a.table_scales) ? "embed_mxfp4" : "embed", dev, a, cpu::embed, MX_CUDA_FN(embed),
+  return route(cx, {"embed", is_mxfp4(a.table_scales) ? "mxfp4_rows_to_bf16" : "bf16_gather_rows"}, dev, a, cpu::embed, MX_CUDA_FN(embed),
                2 * nbytes({&a.out}));
 }
 
@@ -129,7 +142,7 @@ Status rmsnorm(Context& cx, const RmsNormArgs& a) {
   MX_TRY(expect(a.out, "rmsnorm", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("rmsnorm", "hidden size", a.x.dim(1), a.weight.dim(0)));
   MX_TRY(same_dim("rmsnorm", "tokens", a.x.dim(0), a.out.dim(0)));
-  return route(cx, "rmsnorm", dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm), nbytes({&a.x, &a.weight, &a.out}));
+  return route(cx, {"rmsnorm", "bf16_bf16w_rmsnorm"}, dev, a, cpu::rmsnorm, MX_CUDA_FN(rmsnorm), nbytes({&a.x, &a.weight, &a.out}));
 }
 
 namespace {
@@ -156,21 +169,19 @@ Status check_linear(const LinearArgs& a) {
 Status linear(Context& cx, const LinearArgs& a) {
   MX_TRY(check_linear(a));
   const Device dev = a.out.device;
-  const bool norm = !a.norm.weight.empty();
+  const char* op = a.norm.weight.empty() ? "linear" : "rmsnorm+linear";
   const double bytes = nbytes({&a.x, &a.w, &a.w_scales, &a.bias, &a.norm.weight, &a.out});
-  if (dev == Device::CPU) return route(cx, "linear", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+  if (dev == Device::CPU) return route(cx, {op, ""}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #ifdef MXSERVE_HAVE_CUDA
   if (is_mxfp4(a.w_scales)) {
     if (a.x.dim(0) <= kLinearMxfp4GemvMaxTokens && cuda::linear_gemv_supported(a))
-      return route(cx, norm ? "rmsnorm_linear_mxfp4_gemv" : "linear_mxfp4_gemv", dev, a, cpu::linear,
-                   MX_CUDA_FN(linear_gemv), bytes);
-    return route(cx, norm ? "rmsnorm_linear_mxfp4_gemm" : "linear_mxfp4_gemm", dev, a, cpu::linear,
-                 MX_CUDA_FN(linear_gemm), bytes);
+      return route(cx, {op, mxfp4_gemv_kernel(a.x.dim(0))}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+    return route(cx, {op, "mxfp4_rows_to_bf16+bf16_bf16w_gemm"}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
   }
   if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::linear_gemv_supported(a))
-    return route(cx, norm ? "rmsnorm_linear_gemv" : "linear_gemv", dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+    return route(cx, {op, "bf16_bf16w_gemv"}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #endif
-  return route(cx, norm ? "rmsnorm_linear_gemm" : "linear_gemm", dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
+  return route(cx, {op, "bf16_bf16w_gemm"}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
 }
 
 Status gather_rows(Context& cx, const GatherRowsArgs& a) {
@@ -180,7 +191,7 @@ Status gather_rows(Context& cx, const GatherRowsArgs& a) {
   MX_TRY(expect(a.out, "gather_rows", "out", {act_dtype(dev)}, 2, dev));
   MX_TRY(same_dim("gather_rows", "rows", a.rows.dim(0), a.out.dim(0)));
   MX_TRY(same_dim("gather_rows", "width", a.x.dim(1), a.out.dim(1)));
-  return route(cx, "gather_rows", dev, a, cpu::gather_rows, MX_CUDA_FN(gather_rows), 2 * nbytes({&a.out}));
+  return route(cx, {"gather_rows", "bf16_gather_rows"}, dev, a, cpu::gather_rows, MX_CUDA_FN(gather_rows), 2 * nbytes({&a.out}));
 }
 
 namespace {
@@ -198,7 +209,7 @@ Status silu_mul(Context& cx, const SiluMulArgs& a) {
   MX_TRY(same_dim("silu_mul", "tokens", a.gate_up.dim(0), a.out.dim(0)));
   MX_TRY(same_dim("silu_mul", "gate_up width (2 x out width)", a.gate_up.dim(1), 2 * a.out.dim(1)));
   MX_CHECK(!overlaps(a.out, a.gate_up), "silu_mul: tensor 'out' overlaps 'gate_up' (it must not alias it)");
-  return route(cx, "silu_mul", dev, a, cpu::silu_mul, MX_CUDA_FN(silu_mul), nbytes({&a.gate_up, &a.out}));
+  return route(cx, {"silu_mul", "bf16_silu_mul"}, dev, a, cpu::silu_mul, MX_CUDA_FN(silu_mul), nbytes({&a.gate_up, &a.out}));
 }
 
 namespace {
@@ -236,7 +247,7 @@ Status check_qkv_rope_cache(const QkvRopeCacheArgs& a) {
 Status qkv_rope_cache(Context& cx, const QkvRopeCacheArgs& a) {
   MX_TRY(check_qkv_rope_cache(a));
   const Device dev = a.qkv.device;
-  return route(cx, "qkv_rope_cache", dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
+  return route(cx, {"qkv_rope_cache", "bf16_qkv_rope_cache"}, dev, a, cpu::qkv_rope_cache, MX_CUDA_FN(qkv_rope_cache), 2 * nbytes({&a.qkv}));
 }
 
 Status kv_scales(Context& cx, const KvScalesArgs& a) {
@@ -247,7 +258,7 @@ Status kv_scales(Context& cx, const KvScalesArgs& a) {
   MX_CHECK(a.n_heads > 0 && a.n_kv_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0,
            "kv_scales: bad head layout H={} Hkv={} Dh={}", a.n_heads, a.n_kv_heads, a.head_dim);
   MX_TRY(same_dim("kv_scales", "qkv width", a.qkv.dim(1), int64_t(a.n_heads + 2 * a.n_kv_heads) * a.head_dim));
-  return route(cx, "kv_scales", dev, a, cpu::kv_scales, MX_CUDA_FN(kv_scales), nbytes({&a.qkv}));
+  return route(cx, {"kv_scales", "bf16_kv_scales"}, dev, a, cpu::kv_scales, MX_CUDA_FN(kv_scales), nbytes({&a.qkv}));
 }
 
 Status qkv_projection(Context& cx, const QkvProjectionArgs& a) {
@@ -272,11 +283,12 @@ Status qkv_projection(Context& cx, const QkvProjectionArgs& a) {
   const double bytes = nbytes({&a.x, &a.w, &a.w_scales, &a.bias, &a.norm.weight, &a.qkv, &a.qkv}) +
                        2.0 * double(a.qkv.dim(0)) * a.n_kv_heads * a.head_dim * dtype_size(a.qkv.dtype);
   if (dev == Device::CPU)
-    return route(cx, "qkv_projection", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+    return route(cx, {"qkv_projection", ""}, dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
 #ifdef MXSERVE_HAVE_CUDA
   const int64_t gemv_max = is_mxfp4(a.w_scales) ? kLinearMxfp4GemvMaxTokens : kLinearGemvMaxTokens;
   if (a.x.dim(0) <= gemv_max && cuda::qkv_projection_fused_supported(a))
-    return route(cx, is_mxfp4(a.w_scales) ? "qkv_projection_mxfp4_fused" : "qkv_projection_fused", dev, a, cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+    return route(cx, {"qkv_projection", is_mxfp4(a.w_scales) ? mxfp4_gemv_kernel(a.x.dim(0)) : "bf16_bf16w_gemv"}, dev, a,
+                 cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
 #endif
   // The two ops in a row (each routed, and profiled, on its own).
   MX_TRY(linear(cx, lin));
@@ -296,9 +308,12 @@ Status attention(Context& cx, const AttentionArgs& a) {
 #ifdef MXSERVE_HAVE_CUDA
   if (dev == Device::CUDA && a.qkv.dim(0) >= kAttentionPrefillMinTokensPerSeq * a.batch.seqs() &&
       cuda::attention_prefill_supported(*cx.cuda(), a))
-    return route(cx, "attention_prefill", dev, a, cpu::attention, MX_CUDA_FN(attention_prefill), bytes);
+    return route(cx,
+                 {"attention", cuda::attention_prefill_wgmma_available() ? "sm90_bf16_attention_prefill"
+                                                                         : "bf16_attention_prefill"},
+                 dev, a, cpu::attention, MX_CUDA_FN(attention_prefill), bytes);
 #endif
-  return route(cx, "attention", dev, a, cpu::attention, MX_CUDA_FN(attention_decode), bytes);
+  return route(cx, {"attention", "bf16_attention_decode"}, dev, a, cpu::attention, MX_CUDA_FN(attention_decode), bytes);
 }
 
 Status router_topk(Context& cx, const RouterTopkArgs& a) {
@@ -309,7 +324,7 @@ Status router_topk(Context& cx, const RouterTopkArgs& a) {
   MX_CHECK(a.ids.dim(1) >= 1 && a.ids.dim(1) <= a.logits.dim(1), "router_topk: k={} with {} experts", a.ids.dim(1),
            a.logits.dim(1));
   MX_TRY(same_dim("router_topk", "tokens", a.logits.dim(0), a.ids.dim(0)));
-  return route(cx, "router_topk", dev, a, cpu::router_topk, MX_CUDA_FN(router_topk), nbytes({&a.logits, &a.ids, &a.weights}));
+  return route(cx, {"router_topk", "bf16_router_topk"}, dev, a, cpu::router_topk, MX_CUDA_FN(router_topk), nbytes({&a.logits, &a.ids, &a.weights}));
 }
 
 Status moe_router(Context& cx, const MoeRouterArgs& a) {
@@ -341,7 +356,7 @@ Status moe_router(Context& cx, const MoeRouterArgs& a) {
   MX_CHECK(a.xn.data != a.x.data, "moe_router: xn must not alias x");
   const double bytes =
       nbytes({&a.x, &a.norm_weight, &a.w, &a.w_scales, &a.bias, &a.xn, &a.logits, &a.ids, &a.weights});
-  if (dev == Device::CPU) return route(cx, "moe_router", dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
+  if (dev == Device::CPU) return route(cx, {"moe_router", ""}, dev, a, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes);
   bool fused = false;
 #ifdef MXSERVE_HAVE_CUDA
   fused = T <= kMoeRouterFusedMaxTokens && cuda::moe_router_fused_supported(a);
@@ -349,7 +364,7 @@ Status moe_router(Context& cx, const MoeRouterArgs& a) {
   if (fused) {  // norm + router GEMV in one kernel
     MoeRouterArgs logits_only = a;
     logits_only.ids = logits_only.weights = {};
-    MX_TRY(route(cx, "moe_router_fused", dev, logits_only, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes));
+    MX_TRY(route(cx, {"moe_router", "bf16_bf16w_norm_router"}, dev, logits_only, cpu::moe_router, MX_CUDA_FN(moe_router_fused), bytes));
   } else {  // the two ops in a row (each routed, and profiled, on its own)
     MX_TRY(rmsnorm(cx, {.x = a.x, .weight = a.norm_weight, .eps = a.eps, .out = a.xn}));
     MX_TRY(linear(cx, {.x = a.xn, .w = a.w, .bias = a.bias, .out = a.logits, .w_scales = a.w_scales}));
@@ -409,17 +424,13 @@ Status moe(Context& cx, const MoeArgs& a) {
     b.activation = dev == Device::CUDA ? cx.moe_activation() : MoeActivation::BF16;
   if (dev == Device::CUDA && T > kMoeGemvMaxTokens) {
 #ifdef MXSERVE_HAVE_CUDA
-    const auto grouped = [pin = cx.moe_grouped_pin()](cuda::Backend& be, const MoeArgs& m) {
-      return cuda::moe_grouped(be, m, pin);
-    };
-#else
-    const auto grouped = MX_CUDA_FN(moe_grouped);
+    const heuristics::MoeGroupedPin pin = cx.moe_grouped_pin();
+    const auto grouped = [pin](cuda::Backend& be, const MoeArgs& m) { return cuda::moe_grouped(be, m, pin); };
+    return route(cx, {"moe", cuda::moe_grouped_kernel_name(b, pin)}, dev, b, cpu::moe, grouped, bytes);
 #endif
-    return route(cx, b.activation == MoeActivation::FP8 ? "moe_grouped_fp8" : "moe_grouped", dev, b, cpu::moe, grouped,
-                 bytes);
   }
   if (dev == Device::CUDA) b.activation = MoeActivation::BF16;  // the decode GEMVs
-  return route(cx, b.activation == MoeActivation::FP8 ? "moe_fp8" : "moe", dev, b, cpu::moe, MX_CUDA_FN(moe), bytes);
+  return route(cx, {"moe", "bf16_mxfp4w_moe_gemv"}, dev, b, cpu::moe, MX_CUDA_FN(moe), bytes);
 }
 
 bool moe_selects_from_logits(Device dev, int64_t T, int64_t E) {
@@ -442,7 +453,7 @@ Status fill_random(Context& cx, const FillRandomArgs& a) {
   MX_TRY(expect(a.out, "fill_random", "out", {DType::F32, DType::BF16, DType::U8}, a.out.ndim, dev));
   MX_CHECK(a.byte_lo >= 0 && a.byte_hi <= 255 && a.byte_lo <= a.byte_hi, "fill_random: byte range [{}, {}]",
            a.byte_lo, a.byte_hi);
-  return route(cx, "fill_random", dev, a, cpu::fill_random, MX_CUDA_FN(fill_random), nbytes({&a.out}));
+  return route(cx, {"fill_random", "fill_random"}, dev, a, cpu::fill_random, MX_CUDA_FN(fill_random), nbytes({&a.out}));
 }
 
 Status sample(Context& cx, const SampleArgs& a) {
@@ -458,7 +469,7 @@ Status sample(Context& cx, const SampleArgs& a) {
   MX_TRY(same_dim("sample", "seeds", a.seeds.dim(0), R));
   MX_TRY(same_dim("sample", "positions", a.positions.dim(0), R));
   MX_TRY(same_dim("sample", "ids", a.ids.dim(0), R));
-  return route(cx, "sample", dev, a, cpu::sample, MX_CUDA_FN(sample), nbytes({&a.logits}));
+  return route(cx, {"sample", "f32_sample"}, dev, a, cpu::sample, MX_CUDA_FN(sample), nbytes({&a.logits}));
 }
 
 namespace {
@@ -539,7 +550,7 @@ Status logprobs_topk(Context& cx, const LogprobsTopkArgs& a) {
     MX_TRY(same_dim(op, "top columns (kMaxTopLogprobs)", t->dim(1), kMaxTopLogprobs));
   }
   // Rows without logprobs read nothing: count the outputs only (rows_k is device data).
-  return route(cx, op, dev, a, cpu::logprobs_topk, MX_CUDA_FN(logprobs_topk),
+  return route(cx, {op, "f32_logprobs_topk"}, dev, a, cpu::logprobs_topk, MX_CUDA_FN(logprobs_topk),
                nbytes({&a.rows_k, &a.lse, &a.top_ids, &a.top_logprobs}));
 }
 
@@ -549,7 +560,7 @@ Status logits_process(Context& cx, const LogitsProcessArgs& a) {
   MX_TRY(expect(a.penalties, "logits_process", "penalties", {DType::F32}, 2, dev));
   MX_TRY(same_dim("logits_process", "penalties rows", a.penalties.dim(0), a.logits.dim(0)));
   MX_TRY(same_dim("logits_process", "penalties columns", a.penalties.dim(1), 3));
-  return route(cx, "logits_process", dev, a, cpu::logits_process, MX_CUDA_FN(logits_process),
+  return route(cx, {"logits_process", "f32_logits_process"}, dev, a, cpu::logits_process, MX_CUDA_FN(logits_process),
                nbytes({&a.offsets, &a.penalties}));
 }
 
@@ -568,7 +579,7 @@ Status logprobs_chosen(Context& cx, const LogprobsChosenArgs& a) {
       MX_CHECK(a.rows_k.ptr<const int32_t>()[r] < 0 || (id >= 0 && id < V), "logprobs_chosen: ids[{}] = {} with a "
                "vocabulary of {}", r, id, V);
     }
-  return route(cx, "logprobs_chosen", dev, a, cpu::logprobs_chosen, MX_CUDA_FN(logprobs_chosen),
+  return route(cx, {"logprobs_chosen", "f32_logprobs_chosen"}, dev, a, cpu::logprobs_chosen, MX_CUDA_FN(logprobs_chosen),
                nbytes({&a.ids, &a.rows_k, &a.lse, &a.logprobs}));
 }
 
@@ -578,7 +589,7 @@ Status take_prev_tokens(Context& cx, const TakePrevTokensArgs& a) {
   MX_TRY(expect(a.from, "take_prev_tokens", "from", {DType::I32}, 1, dev));
   MX_TRY(expect(a.prev, "take_prev_tokens", "prev", {DType::I32}, 1, dev));
   MX_TRY(same_dim("take_prev_tokens", "tokens", a.from.dim(0), a.tokens.dim(0)));
-  return route(cx, "take_prev_tokens", dev, a, cpu::take_prev_tokens, MX_CUDA_FN(take_prev_tokens), 3 * nbytes({&a.tokens}));
+  return route(cx, {"take_prev_tokens", "i32_take_prev_tokens"}, dev, a, cpu::take_prev_tokens, MX_CUDA_FN(take_prev_tokens), 3 * nbytes({&a.tokens}));
 }
 
 Status apply_table_updates(Context& cx, const TableUpdatesArgs& a) {
@@ -587,14 +598,14 @@ Status apply_table_updates(Context& cx, const TableUpdatesArgs& a) {
   MX_TRY(expect(a.updates, "apply_table_updates", "updates", {DType::I32}, 2, dev));
   MX_TRY(expect(a.count, "apply_table_updates", "count", {DType::I32}, 1, dev));
   MX_TRY(same_dim("apply_table_updates", "update width", a.updates.dim(1), 3));
-  return route(cx, "apply_table_updates", dev, a, cpu::apply_table_updates, MX_CUDA_FN(apply_table_updates),
+  return route(cx, {"apply_table_updates", "i32_apply_table_updates"}, dev, a, cpu::apply_table_updates, MX_CUDA_FN(apply_table_updates),
                nbytes({&a.updates}));
 }
 
 Status add_i32(Context& cx, const AddI32Args& a) {
   const Device dev = a.x.device;
   MX_TRY(expect(a.x, "add_i32", "x", {DType::I32}, a.x.ndim, dev));
-  return route(cx, "add_i32", dev, a, cpu::add_i32, MX_CUDA_FN(add_i32), 2 * nbytes({&a.x}));
+  return route(cx, {"add_i32", "i32_add"}, dev, a, cpu::add_i32, MX_CUDA_FN(add_i32), 2 * nbytes({&a.x}));
 }
 
 namespace {
@@ -661,18 +672,18 @@ constexpr auto run_call_on = [](auto&, const CollectiveCall& c) { return c.run()
 
 Status all_reduce_add(Context& cx, Collective& c, PartialSlot s, const Tensor& x) {
   const CollectiveCall call{[&] { return c.all_reduce_add(cx, s, x); }};
-  return route(cx, "all_reduce_add", x.device, call, run_call, run_call_on,
+  return route(cx, {"all_reduce_add", "bf16_all_reduce_add"}, x.device, call, run_call, run_call_on,
                double(x.nbytes()) * (c.size() + 1));
 }
 
 Status gather_logits(Context& cx, Collective& c, const Tensor& full, int64_t R, Device device) {
   const CollectiveCall call{[&] { return c.gather_logits(cx, full, R); }};
-  return route(cx, "gather_logits", device, call, run_call, run_call_on, 2.0 * double(full.nbytes()));
+  return route(cx, {"gather_logits", "f32_gather_logits"}, device, call, run_call, run_call_on, 2.0 * double(full.nbytes()));
 }
 
 Status broadcast(Context& cx, Collective& c, int64_t n, Device device) {
   const CollectiveCall call{[&] { return c.broadcast(cx, n); }};
-  return route(cx, "broadcast", device, call, run_call, run_call_on, 4.0 * double(n));
+  return route(cx, {"broadcast", "i32_broadcast"}, device, call, run_call, run_call_on, 4.0 * double(n));
 }
 
 }  // namespace mx::ops

@@ -23,7 +23,7 @@ namespace {
 
 // The split-K decode kernel (cuda::attention_decode) on every shape, whatever dispatch.cpp routes.
 #ifdef MXSERVE_HAVE_CUDA
-const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return cuda::attention_decode(a); };
+const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return cuda::attention_decode(*test::ctx().cuda(), a); };
 #else
 const AttentionFn kDecode = [](const ops::AttentionArgs& a) { return ops::attention(test::ctx(), a); };
 #endif
@@ -353,8 +353,9 @@ std::vector<std::string> projection_routes(const ProjCase& c) {
   const LinearShape lin{.T = int64_t(c.pos.size()), .Kin = c.D, .mxfp4 = c.mxfp4, .norm = c.norm};
   const bool mxfp4_mma = c.mxfp4 && lin.T >= 2;
   if (linear_takes_gemv(lin) && (!mxfp4_mma || c.L.Dh % 16 == 0))
-    return {c.mxfp4 ? "qkv_projection_mxfp4_fused/cuda" : "qkv_projection_fused/cuda"};
-  return {linear_route(lin), "qkv_rope_cache/cuda"};
+    return {std::string("qkv_projection:") +
+            (!c.mxfp4 ? "bf16_bf16w_gemv" : lin.T == 1 ? "bf16_mxfp4w_gemv" : "bf16_mxfp4w_gemv_mma")};
+  return {linear_route(lin), "qkv_rope_cache:bf16_qkv_rope_cache"};
 }
 
 // qkv and cache values: three bf16 roundings in a row on the GPU (x', the linear output, the

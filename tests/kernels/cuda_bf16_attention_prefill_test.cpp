@@ -35,7 +35,7 @@ class CudaBf16AttentionPrefill : public ::testing::TestWithParam<Kernel> {
   AttentionFn prefill() const {
 #ifdef MXSERVE_HAVE_CUDA
     const auto k = GetParam() == Kernel::kWgmma ? cuda::PrefillKernel::kWgmma : cuda::PrefillKernel::kMmaSync;
-    return [k](const ops::AttentionArgs& a) { return cuda::attention_prefill(a, k); };
+    return [k](const ops::AttentionArgs& a) { return cuda::attention_prefill(*test::ctx().cuda(), a, k); };
 #else
     return [](const ops::AttentionArgs& a) { return ops::attention(test::ctx(), a); };
 #endif
@@ -165,6 +165,11 @@ TEST_P(CudaBf16AttentionPrefill, InterleavedSequences) {
 TEST(CudaBf16AttentionPrefillDispatch, BothSides) {
   MX_REQUIRE_CUDA();
   constexpr int kMin = int(heuristics::kAttentionPrefillMinTokensPerSeq);
+  bool wgmma = false;
+#ifdef MXSERVE_HAVE_CUDA
+  wgmma = cuda::attention_prefill_wgmma_available();
+#endif
+  const char* const kPrefillRoute = wgmma ? "attention:sm90_bf16_attention_prefill" : "attention:bf16_attention_prefill";
   std::vector<std::string> routes;  // of the last GPU call
   const AttentionFn dispatch = [&routes](const ops::AttentionArgs& a) {
     ops::RouteRecorder rec(test::ctx());
@@ -179,14 +184,14 @@ TEST(CudaBf16AttentionPrefillDispatch, BothSides) {
   };
   for (int T : {kMin - 1, kMin, kMin + 1, 300}) {
     const Fixture f = chunk_fixture({}, 250, T, 170 + T);
-    const char* route = T >= kMin ? "attention_prefill/cuda" : "attention/cuda";
+    const char* route = T >= kMin ? kPrefillRoute : "attention:bf16_attention_decode";
     for (int window : {0, 128}) expect_on(f, window, 171 + T, route, "ops::attention T=" + std::to_string(T));
   }
   // Four sequences of kMin - 1 tokens: more than kMin in the call, fewer per sequence: decode.
   std::vector<int32_t> pos, seq;
   for (int s = 0; s < 4; ++s) append_run(pos, seq, s, 100 * s, kMin - 1);
   const Fixture four({}, 4, (300 + kMin) / 16 + 1, pos, seq, 175);
-  for (int window : {0, 128}) expect_on(four, window, 176, "attention/cuda", "four sequences");
+  for (int window : {0, 128}) expect_on(four, window, 176, "attention:bf16_attention_decode", "four sequences");
 }
 
 }  // namespace

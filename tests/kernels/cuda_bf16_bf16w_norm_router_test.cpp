@@ -38,10 +38,10 @@ struct RouterRun {
 std::vector<std::string> router_routes(const RouterCase& c) {
   std::vector<std::string> r;
   if (c.T <= heuristics::kMoeRouterFusedMaxTokens && c.D % 8 == 0)
-    r = {"moe_router_fused/cuda"};
+    r = {"moe_router:bf16_bf16w_norm_router"};
   else
-    r = {"rmsnorm/cuda", linear_route({.T = c.T, .Kin = c.D, .mxfp4 = c.mxfp4})};
-  if (c.topk) r.push_back("router_topk/cuda");
+    r = {"rmsnorm:bf16_bf16w_rmsnorm", linear_route({.T = c.T, .Kin = c.D, .mxfp4 = c.mxfp4})};
+  if (c.topk) r.push_back("router_topk:bf16_router_topk");
   return r;
 }
 

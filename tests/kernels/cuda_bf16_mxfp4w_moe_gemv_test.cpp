@@ -59,7 +59,7 @@ struct MoeRun {
 };
 
 // The GEMV path's route: bf16_mxfp4w_moe_gemv from the ids, or selecting from the logits itself.
-const std::vector<std::string> kGemvRoute = {"moe/cuda"};
+const std::vector<std::string> kGemvRoute = {"moe:bf16_mxfp4w_moe_gemv"};
 
 // Random MXFP4 experts with scales 2^-9..2^-5 (gate/up values reach the +-7 clamps), routed by the
 // given top-k ids or, when `logits` is not empty, by ops::moe's own selection from those logits.
@@ -183,7 +183,8 @@ TEST(CudaBf16Mxfp4wMoeGemv, SelectsExpertsFromRouterLogits) {
     for (float& v : logits) v = std::round(v * 2.0f) / 2.0f;
     const std::vector<std::string> want = c.T <= heuristics::kMoeGemvMaxTokens
                                               ? kGemvRoute
-                                              : std::vector<std::string>{"router_topk/cuda", "moe_grouped/cuda"};
+                                              : std::vector<std::string>{"router_topk:bf16_router_topk",
+                                                                         "moe:" + grouped_kernel(c.T, c.K, c.E)};
     for (bool f32 : {false, true}) {
       const std::vector<int32_t> stale(size_t(c.T * c.K), -1);  // overwritten by the op
       const MoeRun r = run_moe_routed(c, stale, logits, f32, 950 + c.T);

@@ -107,11 +107,11 @@ enum class Path { Dispatch, Grouped };
 
 // The route ops::moe takes from the ids (heuristics.h): the GEMVs up to the threshold, the grouped
 // path above it, with FP8 activations when the call or (Default) the process setting asks for them.
-std::vector<std::string> dispatch_routes(int64_t T, ops::MoeActivation activation) {
-  if (T <= kThreshold) return {"moe/cuda"};
+std::vector<std::string> dispatch_routes(const Shape& s, ops::MoeActivation activation) {
+  if (s.T <= kThreshold) return {"moe:bf16_mxfp4w_moe_gemv"};
   const bool fp8 = activation == ops::MoeActivation::FP8 ||
                    (activation == ops::MoeActivation::Default && test::ctx().moe_activation() == ops::MoeActivation::FP8);
-  return {fp8 ? "moe_grouped_fp8/cuda" : "moe_grouped/cuda"};
+  return {"moe:" + grouped_kernel(s.T, s.K, s.E, fp8)};
 }
 
 ops::MoeArgs moe_args(const Experts& ex, const Inputs& in, const Tensor& residual, Device d,
@@ -129,11 +129,12 @@ std::vector<float> run_gpu(const Experts& ex, const Inputs& in, Path path,
   (void)path, (void)a;
   ops::RouteRecorder rec(test::ctx());
 #ifdef MXSERVE_HAVE_CUDA
-  st = path == Path::Grouped ? cuda::moe_grouped(a) : ops::moe(test::ctx(), a);
+  st = path == Path::Grouped ? cuda::moe_grouped(*test::ctx().cuda(), a, test::ctx().moe_grouped_pin())
+                             : ops::moe(test::ctx(), a);
 #endif
   EXPECT_TRUE(st.ok()) << st.message();
   if (path == Path::Dispatch) {
-    EXPECT_EQ(cuda_routes(rec), dispatch_routes(in.s.T, activation)) << "T=" << in.s.T;
+    EXPECT_EQ(cuda_routes(rec), dispatch_routes(in.s, activation)) << "T=" << in.s.T;
   }
   return download(res.gpu);
 }
@@ -328,7 +329,7 @@ TEST(CudaE4m3Mxfp4wMoeGrouped, ProcessSettingSelectsThePath) {
   ops::RouteRecorder rec(test::ctx());
   const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);  // Default: the process setting
   test::ctx().set_moe_activation(ops::MoeActivation::BF16);
-  EXPECT_EQ(cuda_routes(rec), std::vector<std::string>{"moe_grouped_fp8/cuda"});
+  EXPECT_EQ(cuda_routes(rec), std::vector<std::string>{"moe:e4m3_mxfp4w_moe_grouped"});
   EXPECT_LT(nmse(gpu, run_cpu(ex, in, kFp8)), kGroupedNmse);
 }
 

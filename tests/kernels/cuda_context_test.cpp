@@ -40,7 +40,7 @@ TEST(CpuContext, NeedsNoScratchAndProfilesItsOwnOps) {
   ASSERT_TRUE(ops::rmsnorm(b, norm).ok());  // not profiled: b is another context
   const auto profile = a.take_profile();
   ASSERT_EQ(profile.size(), 1u);
-  EXPECT_EQ(profile[0].name, "rmsnorm/cpu");
+  EXPECT_EQ(profile[0].name, "rmsnorm:cpu");
   EXPECT_EQ(profile[0].calls, 1);
   EXPECT_TRUE(b.take_profile().empty());
   EXPECT_TRUE(a.take_profile().empty());  // taking clears it
@@ -101,10 +101,10 @@ TEST(CudaContext, TwoContextsOnOneGpuKeepTheirOwnState) {
   (*b)->set_profiling(true);
   ASSERT_TRUE(ca.run(**a, Device::CUDA).ok());
   ASSERT_TRUE(cb.run(**b, Device::CUDA).ok());
-  EXPECT_EQ(rec_a.routes(), std::vector<std::string>{"linear_gemm/cuda"});
+  EXPECT_EQ(rec_a.routes(), std::vector<std::string>{"linear:bf16_bf16w_gemm"});
   const auto profile = (*b)->take_profile();
   ASSERT_EQ(profile.size(), 1u);
-  EXPECT_EQ(profile[0].name, "linear_gemm/cuda");
+  EXPECT_EQ(profile[0].name, "linear:bf16_bf16w_gemm");
   EXPECT_TRUE((*a)->take_profile().empty());
   EXPECT_EQ(download(ca.out.gpu), download(cb.out.gpu));  // same inputs, same kernel: same bits
 }

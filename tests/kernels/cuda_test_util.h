@@ -13,8 +13,11 @@
 #include "core/dtype.h"
 #include "kernels/heuristics.h"
 #include "kernels/ops.h"
-#include "test_util.h"
 #include "test_context.h"
+#include "test_util.h"
+#ifdef MXSERVE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 // GPU tests skip, visibly, on machines without a CUDA device (CI builds them but has no GPU).
 #define MX_REQUIRE_CUDA() \
@@ -96,7 +99,7 @@ inline std::vector<float> host_floats(const Mirror& m) {
 // Microseconds per call of `call` replayed inside a CUDA graph (launch gaps removed, as in a decode
 // step): one graph of `per_graph` calls (call(i) for i = 0..per_graph-1), replayed `replays` times.
 inline double graph_us_per_call(const std::function<Status(int)>& call, int per_graph, int replays) {
-  for (int i = 0; i < per_graph; ++i) EXPECT_TRUE(call(i).ok());  // eager: grows the scratch first
+  for (int i = 0; i < per_graph; ++i) EXPECT_TRUE(call(i).ok());  // eager first: loads the kernels
   auto g = ops::StepGraph::capture(test::ctx(), [&]() -> Status {
     for (int i = 0; i < per_graph; ++i) MX_TRY(call(i));
     return ok_status();
@@ -112,14 +115,28 @@ inline double graph_us_per_call(const std::function<Status(int)>& call, int per_
   return us / (double(replays) * per_graph);
 }
 
-// The CUDA routes a recorder saw (dispatch.cpp's names, "linear_gemv/cuda"), in call order: what a
-// test compares with the path its case is meant to take. CPU routes are left out, so the reference
-// calls may run under the same recorder.
+// The CUDA routes a recorder saw (dispatch.cpp's names, "<op>:<kernel stem>", e.g.
+// "linear:bf16_bf16w_gemv"), in call order: what a test compares with the path its case is meant to
+// take. CPU routes ("<op>:cpu") are left out, so the reference calls may run under the same recorder.
 inline std::vector<std::string> cuda_routes(const ops::RouteRecorder& rec) {
   std::vector<std::string> out;
   for (const std::string& r : rec.routes())
-    if (r.ends_with("/cuda")) out.push_back(r);
+    if (!r.ends_with(":cpu")) out.push_back(r);
   return out;
+}
+
+// The grouped MoE family (its kernel stem) a call of T tokens x K over E experts runs under the test
+// context's pin: heuristics::plan_moe_grouped's choice, or the pinned wgmma family (BF16 only).
+inline std::string grouped_kernel(int64_t T, int64_t K, int64_t E, bool fp8 = false) {
+  const heuristics::MoeGroupedPin pin = test::ctx().moe_grouped_pin();
+  if (!fp8 && pin == heuristics::MoeGroupedPin::kWgmma) return "sm90_bf16_mxfp4w_moe_grouped";
+  bool wgmma = false;
+#ifdef MXSERVE_HAVE_CUDA
+  wgmma = cuda::moe_grouped_wgmma_available();
+#endif
+  const heuristics::MoeGroupedPlan plan = heuristics::plan_moe_grouped(
+      {.pairs = T * K, .experts = E, .fp8 = fp8, .offsets32 = true, .wgmma_available = wgmma, .pin = pin});
+  return heuristics::moe_grouped_gemm_name(plan.gemm);
 }
 
 // The route ops::linear takes on CUDA: the GEMV up to heuristics.h's token bound where the GEMV's
@@ -135,8 +152,11 @@ inline bool linear_takes_gemv(const LinearShape& s) {
                  : s.T <= heuristics::kLinearGemvMaxTokens && s.Kin % 8 == 0;
 }
 inline std::string linear_route(const LinearShape& s) {
-  return std::string(s.norm ? "rmsnorm_" : "") + (s.mxfp4 ? "linear_mxfp4_" : "linear_") +
-         (linear_takes_gemv(s) ? "gemv" : "gemm") + "/cuda";
+  const std::string kernel = !linear_takes_gemv(s) ? (s.mxfp4 ? "mxfp4_rows_to_bf16+bf16_bf16w_gemm" : "bf16_bf16w_gemm")
+                             : !s.mxfp4         ? "bf16_bf16w_gemv"
+                             : s.T == 1         ? "bf16_mxfp4w_gemv"
+                                                : "bf16_mxfp4w_gemv_mma";
+  return std::string(s.norm ? "rmsnorm+linear:" : "linear:") + kernel;
 }
 
 // A dense weight (N, K) quantized to MXFP4 (core/dtype.h quantize_mxfp4_block, the loader's rule),

@@ -57,7 +57,7 @@ TEST(RouteRecorder, RecordsNestedOpsInCallOrder) {
   ASSERT_TRUE(norm.run().ok());
   ASSERT_TRUE(moe_from_logits().ok());
   ASSERT_TRUE(norm.run().ok());
-  EXPECT_EQ(rec.routes(), (Routes{"rmsnorm/cpu", "router_topk/cpu", "moe/cpu", "rmsnorm/cpu"}));
+  EXPECT_EQ(rec.routes(), (Routes{"rmsnorm:cpu", "router_topk:cpu", "moe:cpu", "rmsnorm:cpu"}));
 }
 
 TEST(RouteRecorder, NothingWithoutARecorderOrFromOtherContexts) {
@@ -66,7 +66,7 @@ TEST(RouteRecorder, NothingWithoutARecorderOrFromOtherContexts) {
   {
     ops::RouteRecorder gone(test::ctx());
     ASSERT_TRUE(norm.run().ok());
-    EXPECT_EQ(gone.routes(), Routes{"rmsnorm/cpu"});
+    EXPECT_EQ(gone.routes(), Routes{"rmsnorm:cpu"});
   }
   ASSERT_TRUE(norm.run().ok());  // after the recorder ended
   ops::RouteRecorder rec(test::ctx());
@@ -90,11 +90,11 @@ TEST(RouteRecorder, NestedRecorderHandsItsRoutesToTheOuterOne) {
   {
     ops::RouteRecorder inner(test::ctx());
     ASSERT_TRUE(moe_from_logits().ok());
-    EXPECT_EQ(inner.routes(), (Routes{"router_topk/cpu", "moe/cpu"}));
-    EXPECT_EQ(outer.routes(), Routes{"rmsnorm/cpu"});  // the inner one takes them while it lives
+    EXPECT_EQ(inner.routes(), (Routes{"router_topk:cpu", "moe:cpu"}));
+    EXPECT_EQ(outer.routes(), Routes{"rmsnorm:cpu"});  // the inner one takes them while it lives
   }
   ASSERT_TRUE(norm.run().ok());
-  EXPECT_EQ(outer.routes(), (Routes{"rmsnorm/cpu", "router_topk/cpu", "moe/cpu", "rmsnorm/cpu"}));
+  EXPECT_EQ(outer.routes(), (Routes{"rmsnorm:cpu", "router_topk:cpu", "moe:cpu", "rmsnorm:cpu"}));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "model/safetensors.h"
 #include "runtime/generate.h"
 #include "runtime/kv_cache.h"
+#include "test_context.h"
 #include "test_util.h"
 
 namespace mx {
@@ -79,7 +80,7 @@ std::vector<float> cpu_prompt_residuals(const Model& m, const std::vector<int32_
                        .logit_rows = Tensor(no_rows.data(), DType::I32, {0}),
                        .aux_boundaries = boundaries,
                        .aux = Tensor(residuals.data(), DType::F32, {T, width})};
-  const Status st = forward(m, *ws, fa);
+  const Status st = forward(test::ctx(), m, *ws, fa);
   EXPECT_TRUE(st.ok()) << st.message();
   return st.ok() ? residuals : std::vector<float>();
 }

@@ -62,6 +62,8 @@ Status moe(Backend& b, const ops::MoeArgs& a);
 bool moe_selects_supported(int64_t E);  // moe can select from E experts' logits (E <= kTopkMaxExperts)
 Status moe_grouped(Backend& b, const ops::MoeArgs& a, heuristics::MoeGroupedPin pin);  // many tokens: sort by expert, grouped GEMMs (launch_moe_grouped.cpp)
 bool moe_grouped_wgmma_available();
+// The family a call runs under `pin` (heuristics::plan_moe_grouped), as its profile and route name it.
+const char* moe_grouped_kernel_name(const ops::MoeArgs& a, heuristics::MoeGroupedPin pin);
 
 // utility ops (util_kernels.cu, launch_util_ops.cpp) and op timing events (profile_events.cpp)
 Status fill_random(Backend& b, const ops::FillRandomArgs& a);

@@ -130,6 +130,11 @@ Status launch_bf16_mxfp4w_moe_grouped(Backend& b, const ops::MoeArgs& a, bool fp
 
 bool moe_grouped_wgmma_available() { return kern::moe_grouped_wgmma_available(); }
 
+const char* moe_grouped_kernel_name(const ops::MoeArgs& a, MoeGroupedPin pin) {
+  const bool fp8 = a.activation == ops::MoeActivation::FP8;
+  return grouped_kernel_name(grouped_plan(a, fp8, pin), fp8, pin);
+}
+
 Status moe_grouped(Backend& b, const ops::MoeArgs& a, MoeGroupedPin pin) {
   return launch_bf16_mxfp4w_moe_grouped(b, a, a.activation == ops::MoeActivation::FP8, pin);
 }
