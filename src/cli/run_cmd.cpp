@@ -134,14 +134,14 @@ Result<std::unique_ptr<Engine>> request_engine(const Model& model, size_t prompt
   MX_ASSIGN(const int auto_tokens, default_max_num_batched_tokens(model.weights.device));
   const int batched_tokens = int(std::min<int64_t>(auto_tokens, std::max<int64_t>(int64_t(prompt_size), kDefaultBatchedTokens)));
   EngineArgs a{.max_num_seqs = 1,
-                                .max_num_batched_tokens = batched_tokens,
-                                .max_model_len = int(total),
-                                .kv_block_size = kBlock,
-                                .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,
-                                .stats_interval_seconds = 0,
-                                .kv_cache_dtype = s.kv.dtype,
-                                .kv_scales = s.kv.scales,
-                                .speculative = s.spec};
+               .max_num_batched_tokens = batched_tokens,
+               .max_model_len = int(total),
+               .kv_block_size = kBlock,
+               .num_kv_blocks = int((total + kBlock - 1) / kBlock) + 1,
+               .stats_interval_seconds = 0,
+               .kv_cache_dtype = s.kv.dtype,
+               .kv_scales = s.kv.scales,
+               .speculative = s.spec};
   a.moe_activation = s.moe_activation;
   return Engine::create(model, a);
 }

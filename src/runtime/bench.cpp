@@ -145,15 +145,15 @@ class Runner {
   EngineArgs engine_args(int B, int tokens, int budget, UseGraphs graphs) const {
     const int blocks_per_seq = (tokens + o_.kv_block_size - 1) / o_.kv_block_size;
     EngineArgs a{.max_num_seqs = B,
-            .max_num_batched_tokens = std::max(budget, B),
-            .max_model_len = tokens,
-            .kv_block_size = o_.kv_block_size,
-            .num_kv_blocks = B * blocks_per_seq + 1,
-            .stats_interval_seconds = 0,
-            .enforce_eager = graphs == UseGraphs::No,
-            .kv_cache_dtype = o_.kv_cache_dtype,
-            .speculative = o_.speculative,
-            .spec_acceptance_rate = o_.spec_acceptance_rate};
+                 .max_num_batched_tokens = std::max(budget, B),
+                 .max_model_len = tokens,
+                 .kv_block_size = o_.kv_block_size,
+                 .num_kv_blocks = B * blocks_per_seq + 1,
+                 .stats_interval_seconds = 0,
+                 .enforce_eager = graphs == UseGraphs::No,
+                 .kv_cache_dtype = o_.kv_cache_dtype,
+                 .speculative = o_.speculative,
+                 .spec_acceptance_rate = o_.spec_acceptance_rate};
     a.moe_activation = o_.moe_activation;
     return a;
   }

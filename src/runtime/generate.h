@@ -22,6 +22,7 @@ struct GenerateOptions {
   int kv_block_size = 16;
   bool keep_logits = false;       // keep the (steps, V) logits each token was chosen from
   PromptLogits prompt_logits = PromptLogits::LastOnly;
+  ops::MoeActivation moe_activation = ops::MoeActivation::BF16;  // the prefill MoE GEMMs' on CUDA
 };
 
 struct GenerateResult {

@@ -106,7 +106,8 @@ Inputs make_inputs(const Shape& s, const std::vector<int32_t>& ids, uint64_t see
 enum class Path { Dispatch, Grouped };
 
 // The route ops::moe takes from the ids (heuristics.h): the GEMVs up to the threshold, the grouped
-// path above it, with FP8 activations when the call or (Default) the process setting asks for them.
+// path above it (the family the context's pin and heuristics.h pick), with FP8 activations when the
+// call or (Default) the context's setting asks for them.
 std::vector<std::string> dispatch_routes(const Shape& s, ops::MoeActivation activation) {
   if (s.T <= kThreshold) return {"moe:bf16_mxfp4w_moe_gemv"};
   const bool fp8 = activation == ops::MoeActivation::FP8 ||
@@ -320,14 +321,14 @@ TEST(CudaE4m3Mxfp4wMoeGrouped, OddSizesIdleExpertsAndOneExpert) {
   }
 }
 
-TEST(CudaE4m3Mxfp4wMoeGrouped, ProcessSettingSelectsThePath) {
+TEST(CudaE4m3Mxfp4wMoeGrouped, ContextSettingSelectsThePath) {
   MX_REQUIRE_CUDA();
   const Shape s{kThreshold + 1, 2880, 2880, 32, 4};
   const Experts ex = make_experts(s, 6000);
   const Inputs in = make_inputs(s, random_ids(s.T, s.K, s.E, 6010), 6020);
   test::ctx().set_moe_activation(kFp8);
   ops::RouteRecorder rec(test::ctx());
-  const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);  // Default: the process setting
+  const std::vector<float> gpu = run_gpu(ex, in, Path::Dispatch);  // Default: the context's setting
   test::ctx().set_moe_activation(ops::MoeActivation::BF16);
   EXPECT_EQ(cuda_routes(rec), std::vector<std::string>{"moe:e4m3_mxfp4w_moe_grouped"});
   EXPECT_LT(nmse(gpu, run_cpu(ex, in, kFp8)), kGroupedNmse);

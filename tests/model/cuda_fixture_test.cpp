@@ -137,9 +137,8 @@ TEST(CudaFixture, LongPromptFp8MoeAccuracy) {
   auto want = generate(*lp.cpu, prompt, opt);
   ASSERT_TRUE(want.ok());
   for (const auto mode : {ops::MoeActivation::BF16, ops::MoeActivation::FP8}) {
-    test::ctx().set_moe_activation(mode);
+    opt.moe_activation = mode;
     auto got = generate(*lp.gpu, prompt, opt);
-    test::ctx().set_moe_activation(ops::MoeActivation::BF16);
     ASSERT_TRUE(got.ok());
     std::vector<double> e(prompt.size());
     for (size_t p = 0; p < prompt.size(); ++p)

@@ -380,6 +380,40 @@ TEST(Scheduler, CudaDecodeStepsReplayGraphs) {
   }
 }
 
+// Two engines in one process on one device (each its own ops::Context: stream, scratch, settings),
+// their loops running at once, with graphs where CUDA has them: each gives the tokens of
+// single-sequence generate(), as a target and its draft (or two models) served side by side would.
+TEST(Scheduler, TwoEnginesSideBySideKeepTheirTokens) {
+  const Device dev = ops::cuda_available() ? Device::CUDA : Device::CPU;
+  auto model = Model::load((test::fixtures_dir() / "models" / "tiny-gqa8").string(), dev, ShowProgress::No);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  std::vector<std::vector<int32_t>> prompts, want;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(make_prompt(12 + 17 * i, 31 + i));
+    GenerateOptions opt;
+    opt.max_tokens = 24;
+    auto r = generate(**model, prompts.back(), opt);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    want.push_back(r->tokens);
+  }
+  EngineArgs args = small_args(/*blocks=*/512, 16, 256);
+  args.max_num_batched_tokens = 64;
+  auto a = Engine::create(**model, args);
+  args.max_num_seqs = 4;  // another shape: other graph buckets and another scratch size
+  auto b = Engine::create(**model, args);
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status().message() : a.status().message());
+  EXPECT_NE(&(*a)->context(), &(*b)->context());
+  std::vector<std::shared_ptr<RequestStream>> sa, sb;
+  for (const auto& p : prompts) {
+    sa.push_back(*(*a)->submit(greedy(p, 24)));
+    sb.push_back(*(*b)->submit(greedy(p, 24)));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(collect(*sa[i]).tokens, want[i]) << "engine a, request " << i;
+    EXPECT_EQ(collect(*sb[i]).tokens, want[i]) << "engine b, request " << i;
+  }
+}
+
 // A guided-decoding rule for tests: draw g (0-based) may take ids first + 7g .. first + 7g + 11,
 // so each mask depends on the sequence's own progress.
 class SlidingWindow final : public TokenConstraint {
