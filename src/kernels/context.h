@@ -62,7 +62,10 @@ class Context {
 
  public:
   Context();  // the CPU reference's: ops on host tensors need no device state
-  // A context on `device`; on CUDA it takes the calling thread's current GPU and its default stream.
+  // A context on `device`; on CUDA it takes the calling thread's current GPU and queues on that
+  // GPU's legacy default stream, so the synchronous copies (ops::copy) stay ordered with its ops;
+  // two contexts on one GPU share that stream, their work serialised (graph captures run on a
+  // non-blocking stream of their own, which another context's work does not disturb).
   static Result<std::unique_ptr<Context>> create(Device device, const ContextOptions& o = {});
   // On CUDA where a device is present, else the CPU reference's (tests and benchmarks).
   static Result<std::unique_ptr<Context>> create_on_best_device(const ContextOptions& o = {});

@@ -13,8 +13,9 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "runtime/generate.h"
-#include "test_util.h"
+#include "fixture_layers.h"
 #include "test_context.h"
+#include "test_util.h"
 
 namespace mx {
 namespace {
@@ -60,6 +61,29 @@ TEST(CudaFixture, Gqa8MatchesTransformers) {
       EXPECT_LE(test::nmse(got, want), kLogitNmse) << "greedy step " << s << ", prefill chunk " << chunk;
     }
   }
+}
+
+// The CUDA forward's residual stream after every layer of tiny-gqa8's prompt against transformers'
+// (prompt_hidden): the first boundary off names the layer to look at. BF16 activations: NMSE, the
+// logits' bar, at each boundary.
+TEST(CudaFixture, Gqa8LayersMatchTransformers) {
+  if (!ops::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const auto dir = test::fixtures_dir() / "models" / "tiny-gqa8";
+  auto ref = SafetensorsFile::open(dir / "reference.safetensors");
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  const auto prompt = read_i32(**ref, "prompt_ids");
+  const auto hidden = read_f32(**ref, "prompt_hidden");
+  auto model = Model::load(dir.string(), Device::CUDA, ShowProgress::No);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config;
+  const size_t T = prompt.size(), D = size_t(c.hidden_size);
+  ASSERT_EQ(hidden.size(), size_t(c.num_hidden_layers + 1) * T * D);
+  const std::vector<float> got = test::prompt_residuals(**model, prompt);
+  ASSERT_EQ(got.size(), hidden.size());
+  const test::LayerErrors e = test::compare_residuals(got, hidden, T, D, test::nmse, kLogitNmse, "NMSE");
+  for (size_t j = 0; j < e.error.size(); ++j)
+    std::printf("tiny-gqa8 on CUDA: %s output NMSE %.2e\n", test::boundary_name(int(j)).c_str(), e.error[j]);
+  EXPECT_EQ(e.first_bad, -1) << "first wrong: " << test::boundary_name(e.first_bad) << "'s output, " << e.detail;
 }
 
 // The tiny-gqa8 model on both devices and a 160-token prompt (longer than the fixtures' prompts).

@@ -16,6 +16,7 @@
 #include "model/safetensors.h"
 #include "runtime/generate.h"
 #include "runtime/kv_cache.h"
+#include "fixture_layers.h"
 #include "test_context.h"
 #include "test_util.h"
 
@@ -56,78 +57,13 @@ Reference load_reference(const std::filesystem::path& dir) {
   return r;
 }
 
-// The residual stream of one CPU prefill over the prompt at every layer boundary, through the
-// forward's aux capture (model/forward.h): (T, (L+1)·D), block j of a row = after j layers.
-std::vector<float> cpu_prompt_residuals(const Model& m, const std::vector<int32_t>& prompt) {
-  const ModelConfig& c = m.config;
-  const int T = int(prompt.size()), L = c.num_hidden_layers, B = 16, blocks = (T + B - 1) / B;
-  auto kv = KvCache::create(c, Device::CPU, blocks + 1, B);
-  auto ws = Workspace::create(c, Device::CPU, T, 1);
-  EXPECT_TRUE(kv.ok() && ws.ok());
-  if (!kv.ok() || !ws.ok()) return {};
-  std::vector<int32_t> positions(prompt.size()), seq(prompt.size(), 0), table(static_cast<size_t>(blocks)), no_rows;
-  std::iota(positions.begin(), positions.end(), 0);
-  std::iota(table.begin(), table.end(), 1);
-  std::vector<int> boundaries(size_t(L) + 1);
-  std::iota(boundaries.begin(), boundaries.end(), 0);
-  const int64_t width = int64_t(L + 1) * c.hidden_size;
-  std::vector<float> residuals(size_t(T * width));
-  const ForwardArgs fa{.tokens = Tensor(const_cast<int32_t*>(prompt.data()), DType::I32, {T}),
-                       .batch = {.positions = Tensor(positions.data(), DType::I32, {T}),
-                                 .seq_index = Tensor(seq.data(), DType::I32, {T}),
-                                 .block_tables = Tensor(table.data(), DType::I32, {1, blocks})},
-                       .cache = kv->layers(),
-                       .logit_rows = Tensor(no_rows.data(), DType::I32, {0}),
-                       .aux_boundaries = boundaries,
-                       .aux = Tensor(residuals.data(), DType::F32, {T, width})};
-  const Status st = forward(test::ctx(), m, *ws, fa);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return st.ok() ? residuals : std::vector<float>();
-}
-
-// Each boundary's relative error (max |got - want| / max |want| over its T·D values) and the
-// first boundary above kResidualTolerance (-1: none), with its worst value in words.
-struct LayerErrors {
-  std::vector<double> error;  // (L+1)
-  int first_bad = -1;
-  std::string detail;
-};
-
-// Boundary j is the output of the embedding (0) or of layer j-1.
-std::string boundary_name(int j) {
-  return j < 0 ? "none" : j == 0 ? "the embedding" : "layer " + std::to_string(j - 1);
-}
-
-// got (T, (L+1)·D) from cpu_prompt_residuals, want (L+1, T, D) the fixture's prompt_hidden.
-LayerErrors compare_residuals(const std::vector<float>& got, const std::vector<float>& want, size_t T, size_t D) {
-  LayerErrors r;
-  const size_t boundaries = want.size() / (T * D);
-  for (size_t j = 0; j < boundaries; ++j) {
-    std::vector<float> slab(T * D);
-    for (size_t t = 0; t < T; ++t)
-      std::copy_n(got.begin() + ptrdiff_t((t * boundaries + j) * D), D, slab.begin() + ptrdiff_t(t * D));
-    const std::span<const float> ref(want.data() + j * T * D, T * D);
-    r.error.push_back(test::max_rel_error(slab, ref));
-    if (r.first_bad >= 0 || r.error.back() <= kResidualTolerance) continue;
-    r.first_bad = int(j);
-    size_t worst = 0;
-    for (size_t i = 0; i < slab.size(); ++i)
-      if (std::abs(slab[i] - ref[i]) > std::abs(slab[worst] - ref[worst])) worst = i;
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "rel error %.2e > %.0e, worst at token %zu, dim %zu: got %.7g, want %.7g",
-                  r.error.back(), kResidualTolerance, worst / D, worst % D, double(slab[worst]), double(ref[worst]));
-    r.detail = buf;
-  }
-  return r;
-}
-
 // Runs the CPU forward over the fixture's prompt and compares every layer boundary.
-LayerErrors layer_errors(const Model& m, const Reference& ref) {
+test::LayerErrors layer_errors(const Model& m, const Reference& ref) {
   const size_t T = ref.prompt.size(), D = size_t(m.config.hidden_size), L = size_t(m.config.num_hidden_layers);
   EXPECT_EQ(ref.prompt_hidden.size(), (L + 1) * T * D) << "prompt_hidden is (L+1, T, D)";
-  const std::vector<float> got = cpu_prompt_residuals(m, ref.prompt);
+  const std::vector<float> got = test::prompt_residuals(m, ref.prompt);
   if (got.size() != ref.prompt_hidden.size()) return {.first_bad = 0, .detail = "no residuals to compare"};
-  return compare_residuals(got, ref.prompt_hidden, T, D);
+  return test::compare_residuals(got, ref.prompt_hidden, T, D, test::max_rel_error, kResidualTolerance, "rel error");
 }
 
 class FixtureTest : public ::testing::TestWithParam<const char*> {};
@@ -184,10 +120,10 @@ TEST_P(FixtureTest, CpuLayersMatchTransformers) {
   const Reference ref = load_reference(dir);
   auto model = Model::load(dir.string(), Device::CPU, ShowProgress::No);
   ASSERT_TRUE(model.ok()) << model.status().message();
-  const LayerErrors e = layer_errors(**model, ref);
+  const test::LayerErrors e = layer_errors(**model, ref);
   for (size_t j = 0; j < e.error.size(); ++j)
-    std::printf("%s: %s output rel error %.2e\n", GetParam(), boundary_name(int(j)).c_str(), e.error[j]);
-  EXPECT_EQ(e.first_bad, -1) << "first wrong: " << boundary_name(e.first_bad) << "'s output, " << e.detail;
+    std::printf("%s: %s output rel error %.2e\n", GetParam(), test::boundary_name(int(j)).c_str(), e.error[j]);
+  EXPECT_EQ(e.first_bad, -1) << "first wrong: " << test::boundary_name(e.first_bad) << "'s output, " << e.detail;
 }
 
 // The checker checked: layer 1 of tiny-odd given layer 0's MoE norm gain must be named, and the
@@ -198,12 +134,12 @@ TEST(FixtureLayers, NamesTheFirstWrongLayer) {
   auto model = Model::load(dir.string(), Device::CPU, ShowProgress::No);
   ASSERT_TRUE(model.ok()) << model.status().message();
   (*model)->weights.layers[1].mlp_norm = (*model)->weights.layers[0].mlp_norm;
-  const LayerErrors e = layer_errors(**model, ref);
+  const test::LayerErrors e = layer_errors(**model, ref);
   ASSERT_EQ(e.error.size(), 4u);
-  EXPECT_EQ(e.first_bad, 2) << "want layer 1 named, got " << boundary_name(e.first_bad);
+  EXPECT_EQ(e.first_bad, 2) << "want layer 1 named, got " << test::boundary_name(e.first_bad);
   EXPECT_GT(e.error[2], 1e-2) << "layer 1 given the wrong norm gain";
   EXPECT_NE(e.detail.find("token"), std::string::npos) << e.detail;
-  std::printf("layer 1 with layer 0's MoE norm gain: %s's output, %s\n", boundary_name(e.first_bad).c_str(),
+  std::printf("layer 1 with layer 0's MoE norm gain: %s's output, %s\n", test::boundary_name(e.first_bad).c_str(),
               e.detail.c_str());
 }
 

@@ -108,12 +108,14 @@ int device_compute_capability() {
   return 10 * major + minor;
 }
 
-// The ops of step() queue on b's stream: a fresh one while it is captured. Once a graph holds the
-// scratch's address, the scratch may no longer move (Backend::reserve).
+// The ops of step() queue on b's stream: a fresh one while it is captured, non-blocking, so that
+// another context's work on the legacy stream meanwhile (a second engine's thread) does not
+// synchronise with it, which would invalidate the capture. Once a graph holds the scratch's
+// address, the scratch may no longer move (Backend::reserve).
 Result<void*> graph_capture(Backend& b, const std::function<Status()>& step) {
   const cudaStream_t previous = b.stream();
   cudaStream_t s = nullptr;
-  MX_CHECK(cudaStreamCreate(&s) == cudaSuccess, "cudaStreamCreate failed");
+  MX_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate failed");
   b.set_stream(s);
   b.mark_captured();
   cudaGraph_t graph = nullptr;
