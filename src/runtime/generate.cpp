@@ -70,7 +70,8 @@ Result<GenerateResult> generate(const Model& model, std::span<const int32_t> pro
                                          .max_call_tokens = chunk}));
   MX_ASSIGN(Workspace ws, Workspace::create(c, dev, chunk, max_rows));
   MX_ASSIGN(auto cx, ops::Context::create(dev, {.moe_activation = opt.moe_activation}));
-  MX_TRY(cx->reserve_scratch(cx->scratch_bytes_for(forward_call_shapes(c, chunk, max_rows, total, false))));
+  const int64_t max_keys = int64_t(blocks) * opt.kv_block_size;  // what the block table reaches
+  MX_TRY(cx->reserve_scratch(cx->scratch_bytes_for(forward_call_shapes(c, chunk, max_rows, max_keys, false))));
   MX_ASSIGN(BatchStaging st, BatchStaging::create(dev, chunk, 1, blocks, max_rows, c.vocab_size));
   std::vector<int32_t> table;
   MX_TRY(kv.reserve(table, total));
