@@ -58,7 +58,11 @@ size_t Context::scratch_reserved() const {
 
 size_t Context::scratch_bytes_for([[maybe_unused]] const CallShapes& s) const {
 #ifdef MXSERVE_HAVE_CUDA
-  if (cuda_) return cuda::scratch_bytes_for(*cuda_, s);
+  if (cuda_) {
+    CallShapes t = s;
+    t.fp8_moe = t.fp8_moe || moe_activation_ == MoeActivation::FP8;
+    return cuda::scratch_bytes_for(*cuda_, t);
+  }
 #endif
   return 0;
 }

@@ -40,6 +40,7 @@ struct CallShapes {
   int64_t hidden = 0, heads = 0, kv_heads = 0;           // D, H, Hkv
   int64_t experts = 0, top_k = 0, expert_width = 0;      // E, K, F (0: no MoE)
   bool fp8_kv = false;
+  bool fp8_moe = false;  // FP8 activations in the grouped MoE GEMMs (set from the context's setting)
 };
 
 // One op's time and traffic in a profile (Context::take_profile).

@@ -139,13 +139,13 @@ Status moe_grouped(Backend& b, const ops::MoeArgs& a, MoeGroupedPin pin) {
   return launch_bf16_mxfp4w_moe_grouped(b, a, a.activation == ops::MoeActivation::FP8, pin);
 }
 
-// The largest call: every family's layout at max_tokens (each grows with T), the tallest tiles'
-// tile count bounded by the shortest's.
+// The largest call: every BF16 family's layout (and the FP8 one's where the context asks for FP8
+// activations) at max_tokens, each growing with T; the tile count bounded by the shortest tiles'.
 size_t moe_grouped_scratch_bytes(const ops::CallShapes& s) {
   if (s.experts == 0 || s.max_tokens <= heuristics::kMoeGemvMaxTokens) return 0;
   const int tiles = kern::moe_grouped_max_tiles(s.max_tokens, int(s.top_k), int(s.experts), heuristics::kGroupedShortTileM);
   size_t most = 0;
-  for (const bool fp8 : {false, true})
+  for (const bool fp8 : {false, s.fp8_moe})
     for (const bool wgmma : {false, true})
       most = std::max(most, grouped_scratch(s.max_tokens, int(s.top_k), int(s.hidden), int(s.expert_width), tiles, fp8,
                                             wgmma).total);
