@@ -107,9 +107,6 @@ double nbytes(std::initializer_list<const Tensor*> ts) {
 }  // namespace
 
 namespace {
-// The MXFP4 GEMV of T tokens (launch_dense.cpp): FP32 FMAs at T = 1, tensor cores from T = 2.
-const char* mxfp4_gemv_kernel(int64_t T) { return T == 1 ? "bf16_mxfp4w_gemv" : "bf16_mxfp4w_gemv_mma"; }
-
 // A dense weight of `op` (ops.h: BF16, or MXFP4 blocks + scales) with Kin input features.
 Status check_dense_weight(const char* op, const Tensor& w, const Tensor& scales, int64_t Kin, Device dev) {
   if (!is_mxfp4(scales)) {
@@ -175,11 +172,11 @@ Status linear(Context& cx, const LinearArgs& a) {
 #ifdef MXSERVE_HAVE_CUDA
   if (is_mxfp4(a.w_scales)) {
     if (a.x.dim(0) <= kLinearMxfp4GemvMaxTokens && cuda::linear_gemv_supported(a))
-      return route(cx, {op, mxfp4_gemv_kernel(a.x.dim(0))}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+      return route(cx, {op, cuda::linear_gemv_kernel_name(a)}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
     return route(cx, {op, "mxfp4_rows_to_bf16+bf16_bf16w_gemm"}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
   }
   if (a.x.dim(0) <= kLinearGemvMaxTokens && cuda::linear_gemv_supported(a))
-    return route(cx, {op, "bf16_bf16w_gemv"}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
+    return route(cx, {op, cuda::linear_gemv_kernel_name(a)}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemv), bytes);
 #endif
   return route(cx, {op, "bf16_bf16w_gemm"}, dev, a, cpu::linear, MX_CUDA_FN(linear_gemm), bytes);
 }
@@ -287,8 +284,8 @@ Status qkv_projection(Context& cx, const QkvProjectionArgs& a) {
 #ifdef MXSERVE_HAVE_CUDA
   const int64_t gemv_max = is_mxfp4(a.w_scales) ? kLinearMxfp4GemvMaxTokens : kLinearGemvMaxTokens;
   if (a.x.dim(0) <= gemv_max && cuda::qkv_projection_fused_supported(a))
-    return route(cx, {"qkv_projection", is_mxfp4(a.w_scales) ? mxfp4_gemv_kernel(a.x.dim(0)) : "bf16_bf16w_gemv"}, dev, a,
-                 cpu::qkv_projection, MX_CUDA_FN(qkv_projection_fused), bytes);
+    return route(cx, {"qkv_projection", cuda::qkv_projection_kernel_name(a)}, dev, a, cpu::qkv_projection,
+                 MX_CUDA_FN(qkv_projection_fused), bytes);
 #endif
   // The two ops in a row (each routed, and profiled, on its own).
   MX_TRY(linear(cx, lin));
@@ -308,10 +305,8 @@ Status attention(Context& cx, const AttentionArgs& a) {
 #ifdef MXSERVE_HAVE_CUDA
   if (dev == Device::CUDA && a.qkv.dim(0) >= kAttentionPrefillMinTokensPerSeq * a.batch.seqs() &&
       cuda::attention_prefill_supported(*cx.cuda(), a))
-    return route(cx,
-                 {"attention", cuda::attention_prefill_wgmma_available() ? "sm90_bf16_attention_prefill"
-                                                                         : "bf16_attention_prefill"},
-                 dev, a, cpu::attention, MX_CUDA_FN(attention_prefill), bytes);
+    return route(cx, {"attention", cuda::attention_prefill_kernel_name()}, dev, a, cpu::attention,
+                 MX_CUDA_FN(attention_prefill), bytes);
 #endif
   return route(cx, {"attention", "bf16_attention_decode"}, dev, a, cpu::attention, MX_CUDA_FN(attention_decode), bytes);
 }

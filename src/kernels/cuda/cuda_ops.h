@@ -39,6 +39,11 @@ Status rmsnorm(Backend& b, const ops::RmsNormArgs& a);
 Status linear_gemv(Backend& b, const ops::LinearArgs& a);  // bf16_bf16w_gemv, T <= kern::kGemvMaxTokens, input norm fused
 Status linear_gemm(Backend& b, const ops::LinearArgs& a);  // cuBLASLt (after the rmsnorm kernel with an input norm)
 bool linear_gemv_supported(const ops::LinearArgs& a);  // shape/alignment contract of the GEMV
+// The kernel stems these launchers run for a call (profile and route names, dispatch.cpp):
+// bf16_bf16w_gemv, bf16_mxfp4w_gemv (T = 1) or bf16_mxfp4w_gemv_mma; the tiled prefill attention kAuto picks.
+const char* linear_gemv_kernel_name(const ops::LinearArgs& a);
+const char* qkv_projection_kernel_name(const ops::QkvProjectionArgs& a);
+const char* attention_prefill_kernel_name();
 Status gather_rows(Backend& b, const ops::GatherRowsArgs& a);
 Status silu_mul(Backend& b, const ops::SiluMulArgs& a);  // bf16_silu_mul (launch_dense.cpp)
 Status qkv_rope_cache(Backend& b, const ops::QkvRopeCacheArgs& a);

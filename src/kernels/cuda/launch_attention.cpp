@@ -184,5 +184,6 @@ size_t attention_scratch_bytes(const Backend& b, const ops::CallShapes& s) {
 }
 
 bool attention_prefill_wgmma_available() { return kern::attention_prefill_wgmma_available(); }
+const char* attention_prefill_kernel_name() { return prefill_name(PrefillKernel::kAuto); }
 
 }  // namespace mx::cuda

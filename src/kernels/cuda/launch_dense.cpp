@@ -299,6 +299,9 @@ size_t linear_gemm_scratch_bytes(const ops::CallShapes& s) {
   return kCublasLtWorkspace + round256(size_t(s.max_tokens * s.max_in_features) * 2) + kDecodedChunkBytes;
 }
 
+const char* linear_gemv_kernel_name(const ops::LinearArgs& a) { return gemv_name(a); }
+const char* qkv_projection_kernel_name(const ops::QkvProjectionArgs& a) { return gemv_name(linear_of(a)); }
+
 bool linear_gemv_supported(const ops::LinearArgs& a) { return gemv_contract_violation(a).empty(); }
 
 bool qkv_projection_fused_supported(const ops::QkvProjectionArgs& a) {
