@@ -38,6 +38,11 @@ Result<std::unique_ptr<Context>> Context::create(Device device, const ContextOpt
   return cx;
 }
 
+Result<cuda::Backend*> Context::cuda_for(const char* what) const {
+  MX_CHECK(cuda_ != nullptr, "{}: the tensors are on a CUDA device but the context is the CPU's", what);
+  return cuda_.get();
+}
+
 Result<std::unique_ptr<Context>> Context::create_on_best_device(const ContextOptions& o) {
   return create(cuda_available() ? Device::CUDA : Device::CPU, o);
 }

@@ -76,6 +76,8 @@ class Context {
 
   Device device() const { return device_; }
   cuda::Backend* cuda() const { return cuda_.get(); }  // null on the CPU
+  // The CUDA half for `what` (an op or copy on device memory), or the error that this is a CPU context.
+  Result<cuda::Backend*> cuda_for(const char* what) const;
 
   // The CUDA scratch grows to at least `bytes`; refused once a StepGraph was captured over this
   // context (the graphs hold its address). Ops never grow it: one that needs more fails, naming

@@ -79,8 +79,7 @@ Status route(Context& cx, RouteName route_name, Device device, const Args& a, Cp
     return st;
   }
 #ifdef MXSERVE_HAVE_CUDA
-  cuda::Backend* b = cx.cuda();
-  MX_CHECK(b != nullptr, "{}: the tensors are on a CUDA device but the op's context is the CPU's", route_name.op);
+  MX_ASSIGN(cuda::Backend* const b, cx.cuda_for(route_name.op));
   if (!cx.profiling()) return cuda_fn(*b, a);
   void* start = cuda::event_record(*b);
   Status st = cuda_fn(*b, a);

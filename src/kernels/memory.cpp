@@ -104,16 +104,6 @@ Status copy_2d(void* dst, size_t dpitch, Device dst_device, const void* src, siz
 #endif
 }
 
-#ifdef MXSERVE_HAVE_CUDA
-namespace {
-// The CUDA half of a context that queues device work.
-Result<cuda::Backend*> backend_of(Context& cx, const char* what) {
-  MX_CHECK(cx.cuda() != nullptr, "{}: CUDA memory with a CPU context", what);
-  return cx.cuda();
-}
-}  // namespace
-#endif
-
 Status copy_async(Context& cx, const Tensor& dst, const Tensor& src) {
   MX_CHECK(dst.nbytes() == src.nbytes(), "copy_async: {} bytes into {} bytes", src.nbytes(), dst.nbytes());
   if (src.nbytes() == 0) return ok_status();
@@ -122,7 +112,7 @@ Status copy_async(Context& cx, const Tensor& dst, const Tensor& src) {
     return ok_status();
   }
 #ifdef MXSERVE_HAVE_CUDA
-  MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "copy_async"));
+  MX_ASSIGN(cuda::Backend* const b, cx.cuda_for("copy_async"));
   return cuda::memcpy_async(*b, dst.data, src.data, src.nbytes());
 #else
   return MX_ERROR("copy_async: CUDA tensors in a build without CUDA");
@@ -142,7 +132,7 @@ Status copy_columns_async(Context& cx, const Tensor& dst, int64_t col0, const Te
     return ok_status();
   }
 #ifdef MXSERVE_HAVE_CUDA
-  MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "copy_columns_async"));
+  MX_ASSIGN(cuda::Backend* const b, cx.cuda_for("copy_columns_async"));
   return cuda::memcpy_2d_async(*b, d, dpitch, src.data, width, width, rows);
 #else
   return MX_ERROR("copy_columns_async: CUDA tensors in a build without CUDA");
@@ -164,7 +154,7 @@ Result<Event> Event::create(Device device) {
 Status Event::record([[maybe_unused]] Context& cx) {
 #ifdef MXSERVE_HAVE_CUDA
   if (event_) {
-    MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "Event::record"));
+    MX_ASSIGN(cuda::Backend* const b, cx.cuda_for("Event::record"));
     return cuda::event_record_on_stream(*b, event_);
   }
 #endif
@@ -229,7 +219,7 @@ Result<StepGraph> StepGraph::capture(Context& cx, std::function<Status()> step) 
     return g;
   }
 #ifdef MXSERVE_HAVE_CUDA
-  MX_ASSIGN(cuda::Backend* const b, backend_of(cx, "StepGraph"));
+  MX_ASSIGN(cuda::Backend* const b, cx.cuda_for("StepGraph"));
   MX_ASSIGN(g.graph_exec_, cuda::graph_capture(*b, step));
   return g;
 #else
